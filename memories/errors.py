@@ -1,0 +1,90 @@
+"""Every failure Memories reports, as one table of stable codes.
+
+The CLI, the daemon, the workers, MCP and the tests share these strings; a code never changes meaning once
+released. A failure crosses process boundaries as ``(code, message, details)`` and is raised again on the other
+side as :class:`MemoriesError`, so the code is the contract and the class tree stays flat::
+
+    MemoriesError(code, message, details)
+      code in CODES  ──  one line for the user: "error: CODE: message"
+                         exit status 1 (usage errors from click keep 2, partial runs exit 3)
+
+Messages are for people and name the thing that failed (a file, a key, a vault), never plaintext content.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+CODES: dict[str, str] = {
+    # Daemon and client
+    "daemon_not_running": "No daemon answers for this home; start it with `memories daemon start`.",
+    "daemon_already_running": "A daemon already serves this home.",
+    "daemon_start_failed": "The daemon did not come up; its log says why.",
+    "home_mismatch": "The running daemon serves another home or config file (R-09).",
+    "protocol_mismatch": "Client and daemon speak different protocol versions; restart the daemon.",
+    "protocol_error": "A message could not be decoded or was too large.",
+    "internal_error": "An unexpected failure inside the daemon; its log has the details.",
+    # Keys
+    "not_initialized": "The home has no key hierarchy yet; run `memories init`.",
+    "already_initialized": "The home already has a key hierarchy.",
+    "vault_locked": "The vault is locked; run `memories unlock`.",
+    "bad_passphrase": "The passphrase does not unlock this home.",
+    "invalid_passphrase": "The passphrase is empty, too long or the two entries differ.",
+    # Vaults and records
+    "vault_not_found": "No vault has that id or name.",
+    "vault_name_taken": "Another vault already has that name.",
+    "ambiguous_vault": "The name matches more than one vault; use its id.",
+    "invalid_vault_name": "Vault names are 1-64 characters without control characters or spaces at the ends.",
+    "record_not_found": "No record (or revision) has that id in this vault.",
+    "integrity_error": "Stored ciphertext failed authentication; it was changed, moved or corrupted.",
+    "body_too_large": "The body exceeds the largest accepted size.",
+    "invalid_utf8": "The body is not valid UTF-8 text.",
+    "invalid_argument": "An argument has the right type but an unusable value.",
+    # Config
+    "invalid_config": "config.toml has an unknown key, a wrong type, a bad value or a secret.",
+    # Jobs
+    "job_not_found": "No job has that id.",
+    "worker_crashed": "The worker process running this job died; it was restarted.",
+    "budget_exceeded": "The job ran past its time budget; a retry reuses the work already done.",
+    "cancelled": "The job was cancelled.",
+    "vault_changed": "The vault kept changing while the job ran; try again.",
+    # Ingest and retrieval
+    "unsupported_file": "Only UTF-8 text and Markdown can be imported; convert the file to text first.",
+    "query_too_long": "The query is longer than 1,024 bytes (R-17).",
+    "too_many_terms": "The query has more than 64 distinct terms (R-17).",
+    "limit_too_large": "At most 100 results can be requested (R-17).",
+    "vault_too_large": "The vault exceeds a per-vault index limit (R-21).",
+    # Models and remote I/O
+    "model_not_installed": "No embedding model is installed; run `memories rag model-install`.",
+    "model_invalid": "The model files fail the load checks.",
+    "model_file_mismatch": "An existing model file does not match the pinned size and SHA-256.",
+    "download_hash_mismatch": "Downloaded bytes do not match the pinned SHA-256.",
+    "invalid_vector": "The model produced a NaN or infinite vector.",
+    "auth_failed": "The remote service refused the credentials (401/403).",
+    "unsafe_redirect": "The remote service redirected to a URL the policy refuses.",
+    "upstream_unavailable": "The remote service kept failing after every retry.",
+    "upstream_error": "The remote service answered with an error that is not retried.",
+    "download_timeout": "A model file did not finish within download_timeout_seconds.",
+}
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_PARTIAL = 3
+
+
+class MemoriesError(Exception):
+    """A failure with a stable code from :data:`CODES`.
+
+    Args:
+        code: a key of :data:`CODES`; anything else raises ``ValueError`` (a bug, not a user error).
+        message: one line for a person; names files, keys or ids, never record content.
+        details: optional JSON-able facts for scripts and tests (``{"embedded_now": 3, ...}``).
+    """
+
+    def __init__(self, code: str, message: str | None = None, details: dict[str, Any] | None = None) -> None:
+        if code not in CODES:
+            raise ValueError(f"unknown error code {code!r}")
+        self.code = code
+        self.message = message or CODES[code]
+        self.details = details or {}
+        super().__init__(f"{code}: {self.message}")
