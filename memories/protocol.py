@@ -1,4 +1,15 @@
-"""Every message that crosses a process boundary, as msgspec structs (placeholder: extended by the daemon work)."""
+"""Every message that crosses a process boundary, as msgspec structs.
+
+Two conversations, one module, one version number (``PROTOCOL_VERSION``)::
+
+    client ──Envelope(Request)──▶ daemon ──WorkerCall(WorkerRequest)──▶ worker
+    client ◀─Progress* then Reply | Failure── daemon ◀─WorkerProgress* then WorkerResult | WorkerFailure── worker
+
+Frames are length-prefixed MessagePack (:mod:`memories.framing`). The daemon decodes client frames with one
+``Decoder(Envelope)`` and workers decode with one ``Decoder(WorkerInbound)``, so code past the boundary only sees
+typed values. A reply's ``result`` struct encodes to exactly the ``--json`` document the CLI prints (the ``$type``
+tag is removed), so the shapes documented in the README are these structs.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +22,447 @@ PROTOCOL_VERSION = 1
 RecordKind = Literal["memory", "card", "credential", "file"]
 Sensitivity = Literal["general", "private"]
 MatchMode = Literal["any", "all", "phrase"]
+SearchMode = Literal["bm25", "vector", "hybrid"]
+JobState = Literal["queued", "running", "done", "failed", "cancelled"]
+IngestStatus = Literal["added", "updated", "unchanged", "refused", "skipped"]
+
+TAG_FIELD = "$type"
+
+
+class _Message(msgspec.Struct, tag_field=TAG_FIELD, kw_only=True, forbid_unknown_fields=True):
+    """Base of every tagged message; the class name is the tag."""
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Client -> daemon requests
+
+
+class Status(_Message):
+    """``daemon status``."""
+
+
+class Stop(_Message):
+    """``daemon stop``: the daemon finishes this reply, cancels every job and exits."""
+
+
+class Init(_Message):
+    """``init``: create the key hierarchy from a passphrase (UTF-8, never from a command-line argument)."""
+
+    passphrase: str
+
+
+class Unlock(_Message):
+    passphrase: str
+
+
+class Lock(_Message):
+    pass
+
+
+class VaultCreate(_Message):
+    name: str
+    device_only: bool = False
+
+
+class VaultList(_Message):
+    pass
+
+
+class VaultShow(_Message):
+    vault: str
+
+
+class VaultPolicy(_Message):
+    vault: str
+    device_only: bool
+
+
+class MemoryAdd(_Message):
+    """``memory add``; ``body`` is raw bytes so the daemon is the one place that checks UTF-8 and size."""
+
+    vault: str
+    kind: RecordKind
+    sensitivity: Sensitivity
+    title: str
+    body: bytes
+    meta: dict[str, str] = {}
+
+
+class MemoryRead(_Message):
+    vault: str
+    id: str
+    revision: int | None = None
+
+
+class MemoryList(_Message):
+    vault: str
+    kind: RecordKind | None = None
+
+
+class MemoryUpdate(_Message):
+    """``memory update``: fields left ``None`` keep their value from the latest revision."""
+
+    vault: str
+    id: str
+    title: str | None = None
+    body: bytes | None = None
+    sensitivity: Sensitivity | None = None
+    meta: dict[str, str] | None = None
+
+
+class MemoryDelete(_Message):
+    vault: str
+    id: str
+
+
+class MemorySearch(_Message):
+    vault: str
+    query: str
+    limit: int = 10
+
+
+class RagIngest(_Message):
+    """``rag ingest``: ``paths`` are absolute (the client resolves them against its working folder)."""
+
+    vault: str
+    paths: list[str]
+    title: str | None = None
+    recursive: bool = False
+    exclude: list[str] = []
+
+
+class RagSearch(_Message):
+    vault: str
+    query: str
+    mode: SearchMode | None = None
+    match_mode: MatchMode = "any"
+    limit: int = 10
+    cards_only: bool = False
+    no_rerank: bool = False
+
+
+class RagStatus(_Message):
+    vault: str
+
+
+class RagIndex(_Message):
+    vault: str
+    background: bool = False
+
+
+class RagModelInstall(_Message):
+    from_dir: str | None = None
+
+
+class Jobs(_Message):
+    pass
+
+
+class JobCancel(_Message):
+    job_id: int
+
+
+Request = (
+    Status
+    | Stop
+    | Init
+    | Unlock
+    | Lock
+    | VaultCreate
+    | VaultList
+    | VaultShow
+    | VaultPolicy
+    | MemoryAdd
+    | MemoryRead
+    | MemoryList
+    | MemoryUpdate
+    | MemoryDelete
+    | MemorySearch
+    | RagIngest
+    | RagSearch
+    | RagStatus
+    | RagIndex
+    | RagModelInstall
+    | Jobs
+    | JobCancel
+)
+
+
+class Envelope(msgspec.Struct, forbid_unknown_fields=True):
+    """One client request with the client's view of home and config file (absolute paths, R-09)."""
+
+    protocol: int
+    home: str
+    config: str
+    request: Request
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Daemon -> client results (each encodes to the command's --json document)
+
+
+class Done(_Message):
+    """A command with nothing to report beyond success (``lock``, ``unlock``, ``daemon stop``...)."""
+
+    ok: bool = True
+    locked: bool | None = None
+
+
+class WorkerInfo(msgspec.Struct):
+    name: str
+    pid: int | None
+    state: str
+    restarts: int
+
+
+class DaemonStatus(_Message):
+    """``daemon status``; ``uptime`` in seconds, ``config_digest`` SHA-256 hex of config.toml (or "absent")."""
+
+    pid: int
+    uptime: float
+    home: str
+    config: str
+    config_digest: str
+    restart_needed: bool
+    initialized: bool
+    locked: bool
+    workers: list[WorkerInfo]
+    queued_jobs: int
+    running_jobs: int
+    dropped_replies: int
+    test_hooks: bool
+
+
+class VaultInfo(_Message):
+    id: str
+    name: str
+    device_only: bool
+
+
+class VaultDetail(_Message):
+    """``vault show``: ``created`` is a Unix time in seconds; ``records`` counts live records of every kind."""
+
+    id: str
+    name: str
+    device_only: bool
+    created: float
+    records: int
+
+
+class VaultListing(_Message):
+    vaults: list[VaultInfo]
+
+
+class RecordRef(_Message):
+    id: str
+    revision: int
+
+
+class RecordView(_Message):
+    """``memory read``: ``created``/``updated`` are Unix times in seconds."""
+
+    id: str
+    revision: int
+    kind: RecordKind
+    sensitivity: Sensitivity
+    title: str
+    body: str
+    meta: dict[str, str]
+    created: float
+    updated: float
+
+
+class RecordSummary(msgspec.Struct):
+    id: str
+    revision: int
+    kind: RecordKind
+    sensitivity: Sensitivity
+    title: str
+
+
+class RecordListing(_Message):
+    records: list[RecordSummary]
+
+
+class ErrorInfo(msgspec.Struct):
+    code: str
+    message: str
+
+
+class JobInfo(msgspec.Struct):
+    """One job as ``memories jobs`` shows it; ``done``/``total`` count ``unit`` (files, chunks, bytes)."""
+
+    id: int
+    kind: str
+    vault: str | None
+    state: JobState
+    done: int
+    total: int | None
+    error: ErrorInfo | None
+    unit: str | None = None
+
+
+class JobListing(_Message):
+    jobs: list[JobInfo]
+
+
+class JobStarted(_Message):
+    job_id: int
+
+
+class IngestResult(msgspec.Struct):
+    """One path of an ingest run: ``path`` as found on disk, ``source`` the key within the vault."""
+
+    path: str
+    source: str | None
+    status: IngestStatus
+    id: str | None = None
+    revision: int | None = None
+    error: ErrorInfo | None = None
+
+
+class IngestReport(_Message):
+    results: list[IngestResult]
+
+
+class SearchHit(msgspec.Struct):
+    """One chunk of ``rag search`` (R-10). Offsets are UTF-8 bytes into the record's body, half-open.
+
+    ``highlights`` are code point spans within ``text`` where query terms occur (for human output).
+    """
+
+    label: str
+    asset_id: str
+    revision: int
+    chunk_hash: str
+    byte_start: int
+    byte_end: int
+    score: float
+    title: str
+    kind: str
+    source: str | None
+    text: str
+    highlights: list[tuple[int, int]] = []
+
+
+class SearchReport(_Message):
+    mode: SearchMode
+    match_mode: MatchMode
+    results: list[SearchHit]
+
+
+class ChunkHit(msgspec.Struct):
+    label: str
+    byte_start: int
+    byte_end: int
+    text: str
+
+
+class RecordHit(msgspec.Struct):
+    id: str
+    revision: int
+    title: str
+    score: float
+    chunks: list[ChunkHit]
+
+
+class MemorySearchReport(_Message):
+    results: list[RecordHit]
+
+
+class ModelState(msgspec.Struct):
+    installed: bool
+    verified: bool
+    space_key: str | None
+    path: str
+
+
+class RagStatusReport(_Message):
+    """``rag status``; ``last_build`` is a Unix time in seconds of the last index change, or null."""
+
+    vault: str
+    locked: bool
+    records: int | None
+    chunks: int
+    cache: Literal["cold", "warm"]
+    text_bytes: int
+    limits: dict[str, int]
+    last_build: float | None
+    model: ModelState
+    embedded: int
+    missing: int
+    vector_bytes: int
+
+
+class IndexReport(_Message):
+    """``rag index``: chunks embedded by this job, found already embedded, and still missing."""
+
+    embedded_now: int
+    reused: int
+    missing: int
+
+
+class InstalledFile(msgspec.Struct):
+    """One model file after ``rag model-install``: ``bytes`` is its size, ``transferred`` what this run fetched or
+    copied (less than ``bytes`` when a download resumed, 0 when ``reused``)."""
+
+    path: str
+    status: Literal["reused", "downloaded", "copied"]
+    bytes: int
+    transferred: int
+
+
+class InstallReport(_Message):
+    path: str
+    files: list[InstalledFile]
+
+
+Result = (
+    Done
+    | DaemonStatus
+    | VaultInfo
+    | VaultDetail
+    | VaultListing
+    | RecordRef
+    | RecordView
+    | RecordListing
+    | JobListing
+    | JobStarted
+    | IngestReport
+    | SearchReport
+    | MemorySearchReport
+    | RagStatusReport
+    | IndexReport
+    | InstallReport
+)
+
+
+class Progress(_Message):
+    """A progress event, streamed before the final reply; ``unit`` is ``files``, ``chunks`` or ``bytes``."""
+
+    job_id: int
+    done: int
+    total: int | None
+    unit: str
+
+
+class Reply(_Message):
+    result: Result
+    warnings: list[str] = []
+
+
+class Failure(_Message):
+    code: str
+    message: str
+    details: dict[str, object] = {}
+    warnings: list[str] = []
+
+
+ServerFrame = Progress | Reply | Failure
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Supervisor <-> workers
 
 
 class IndexRecord(msgspec.Struct, frozen=True):
@@ -28,3 +480,215 @@ class IndexRecord(msgspec.Struct, frozen=True):
     body: str
     source: str | None = None
     tags: list[str] = []
+
+
+class IndexSync(_Message):
+    """Apply a delta to one vault's cache; ``epoch`` is stamped on the cache with the ``final`` batch."""
+
+    vault: str
+    epoch: int
+    upserts: list[IndexRecord]
+    deletes: list[str]
+    final: bool
+
+
+class IndexQuery(_Message):
+    """Search one vault's cache if it is at ``epoch``; otherwise the worker answers :class:`IndexStale`.
+
+    ``query_vector`` (float32[768] bytes) is given for vector and hybrid modes.
+    """
+
+    vault: str
+    epoch: int
+    query: str
+    mode: SearchMode
+    match_mode: MatchMode
+    limit: int
+    cards_only: bool
+    no_rerank: bool
+    space_key: str | None = None
+    query_vector: bytes | None = None
+
+
+class IndexMissing(_Message):
+    """Model inputs of up to ``limit`` chunks of the vault that have no vector in ``space_key`` yet."""
+
+    vault: str
+    epoch: int
+    space_key: str
+    limit: int
+
+
+class IndexStoreVectors(_Message):
+    """Store finished vectors (float32[n, dim] bytes, rows in ``keys`` order). Content-addressed, so no epoch."""
+
+    vault: str
+    space_key: str
+    keys: list[str]
+    vectors: bytes
+    dimension: int
+
+
+class IndexStatus(_Message):
+    vault: str
+    space_key: str | None = None
+
+
+class EmbedLoad(_Message):
+    """Load (once per worker process) the local model from ``model_dir``; the reply gives its vector space key.
+
+    ``manifest`` (msgspec JSON of a :class:`~memories.models.manifest.Manifest`) is given when the folder was
+    installed and verified from it, so its pinned hashes name the files instead of hashing them again.
+    """
+
+    model_dir: str
+    threads: int
+    max_tokens: int
+    batch_size: int
+    manifest: bytes | None = None
+
+
+class EmbedBatch(_Message):
+    """Embed exact model inputs (prefixes already applied): float32[n, dim] comes back."""
+
+    inputs: list[str]
+
+
+class EmbedQuery(_Message):
+    query: str
+
+
+class DownloadModel(_Message):
+    """Install the model files (``workers.remote``); ``manifest`` and ``http`` are msgspec-encoded structs."""
+
+    manifest: bytes
+    dest_dir: str
+    base_url: str | None
+    from_dir: str | None
+    http: bytes
+
+
+WorkerRequest = (
+    IndexSync
+    | IndexQuery
+    | IndexMissing
+    | IndexStoreVectors
+    | IndexStatus
+    | EmbedLoad
+    | EmbedBatch
+    | EmbedQuery
+    | DownloadModel
+)
+
+
+class IndexStale(_Message):
+    """The cache is not at the requested epoch; ``have`` maps record id to revision, ``None`` when cold."""
+
+    have: dict[str, int] | None
+
+
+class IndexSynced(_Message):
+    records: int
+    chunks: int
+
+
+class IndexHits(_Message):
+    hits: list[SearchHit]
+
+
+class MissingInputs(_Message):
+    """``keys[i]`` is the hash of ``inputs[i]``; ``total_missing`` counts every missing chunk, ``embedded`` the rest."""
+
+    keys: list[str]
+    inputs: list[str]
+    total_missing: int
+    embedded: int
+
+
+class VectorsStored(_Message):
+    stored: int
+
+
+class IndexState(_Message):
+    cached: bool
+    records: int
+    chunks: int
+    text_bytes: int
+    last_build: float | None
+    embedded: int
+    missing: int
+    vector_bytes: int
+
+
+class ModelLoaded(_Message):
+    space_key: str
+    dimension: int
+    warnings: list[str] = []
+
+
+class Vectors(_Message):
+    """float32[n, dimension] as raw little-endian bytes."""
+
+    vectors: bytes
+    count: int
+    dimension: int
+
+
+class ModelInstalled(_Message):
+    files: list[InstalledFile]
+
+
+WorkerReplyBody = (
+    IndexStale
+    | IndexSynced
+    | IndexHits
+    | MissingInputs
+    | VectorsStored
+    | IndexState
+    | ModelLoaded
+    | Vectors
+    | ModelInstalled
+)
+
+
+class WorkerCall(_Message):
+    id: int
+    body: WorkerRequest
+
+
+class WorkerCancel(_Message):
+    """Ask the worker to stop request ``id`` at its next cancellation check."""
+
+    id: int
+
+
+WorkerInbound = WorkerCall | WorkerCancel
+
+
+class WorkerHello(_Message):
+    """First frame of a worker: it is up and reading."""
+
+    name: str
+    pid: int
+
+
+class WorkerProgress(_Message):
+    id: int
+    done: int
+    total: int | None
+    unit: str
+
+
+class WorkerResult(_Message):
+    id: int
+    body: WorkerReplyBody
+
+
+class WorkerFailure(_Message):
+    id: int
+    code: str
+    message: str
+    details: dict[str, object] = {}
+
+
+WorkerOutbound = WorkerHello | WorkerProgress | WorkerResult | WorkerFailure

@@ -1,0 +1,5 @@
+"""``python -m memories`` is the ``memories`` command."""
+
+from memories.cli import main
+
+main()

@@ -1,0 +1,64 @@
+"""``daemon start|run|stop|status``."""
+
+from __future__ import annotations
+
+import click
+
+from memories import protocol as p
+from memories.cli import cli
+from memories.cli.output import Session, command, table, to_document
+
+
+@cli.group()
+def daemon() -> None:
+    """Run and inspect the daemon of a home."""
+
+
+def _show_status(document: dict) -> None:
+    click.echo(f"pid       {document['pid']}")
+    click.echo(f"uptime    {document['uptime']:.0f} s")
+    click.echo(f"home      {document['home']}")
+    click.echo(f"config    {document['config']} ({document['config_digest'][:12]})")
+    if not document["initialized"]:
+        click.echo("keys      not initialized (run `memories init`)")
+    else:
+        click.echo(f"keys      {'locked' if document['locked'] else 'unlocked'}")
+    click.echo(f"jobs      {document['running_jobs']} running, {document['queued_jobs']} queued")
+    if document["restart_needed"]:
+        click.echo("restart   needed (settings on disk differ from the running ones)")
+    table(
+        [[w["name"], str(w["pid"]), w["state"], str(w["restarts"])] for w in document["workers"]],
+        ["worker", "pid", "state", "restarts"],
+    )
+
+
+@command(daemon)
+def start(session: Session) -> None:
+    """Start a detached daemon and return once its socket answers."""
+    from memories.launcher import start_daemon
+
+    status = start_daemon(session.home)
+    session.emit(to_document(status), [], _show_status)
+
+
+@command(daemon)
+def run(session: Session) -> None:
+    """Run the daemon in the foreground (logs on stderr) until Ctrl-C or `daemon stop`."""
+    from memories.daemon.main import run_daemon
+
+    run_daemon(session.home)
+
+
+@command(daemon)
+def stop(session: Session) -> None:
+    """Stop the daemon of this home (cancels its jobs)."""
+    from memories.launcher import stop_daemon
+
+    stop_daemon(session.home)
+    session.emit({"ok": True}, [], lambda d: click.echo("stopped"))
+
+
+@command(daemon)
+def status(session: Session) -> None:
+    """Pid, uptime, home, config digest, lock state, workers and jobs of the running daemon."""
+    session.emit(*session.call(p.Status()), _show_status)

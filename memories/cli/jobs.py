@@ -1,0 +1,41 @@
+"""``jobs`` and ``jobs cancel ID``."""
+
+from __future__ import annotations
+
+import click
+
+from memories import protocol as p
+from memories.cli import cli
+from memories.cli.output import Session, command, common_options, table
+
+
+def _show_jobs(document: dict) -> None:
+    rows = []
+    for job in document["jobs"]:
+        total = "?" if job["total"] is None else str(job["total"])
+        progress = f"{job['done']}/{total} {job.get('unit') or ''}".strip()
+        error = job["error"]["code"] if job["error"] else ""
+        rows.append([str(job["id"]), job["kind"], job["vault"] or "", job["state"], progress, error])
+    table(rows, ["id", "kind", "vault", "state", "progress", "error"])
+
+
+@cli.group(invoke_without_command=True)
+@common_options
+@click.pass_context
+def jobs(ctx: click.Context, json_mode: bool, home: str | None, config: str | None) -> None:
+    """Queued, running and recent jobs (`jobs list`, the default) and `jobs cancel ID`."""
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(list_jobs)
+
+
+@command(jobs, name="list")
+def list_jobs(session: Session) -> None:
+    """List queued, running and recently finished jobs."""
+    session.emit(*session.call(p.Jobs()), _show_jobs)
+
+
+@command(jobs)
+@click.argument("job_id", type=int)
+def cancel(session: Session, job_id: int) -> None:
+    """Cancel a queued or running job."""
+    session.emit(*session.call(p.JobCancel(job_id=job_id)), _show_jobs)

@@ -1,0 +1,202 @@
+"""``memory add|read|list|update|delete|search``: records of a vault.
+
+A body comes from ``--body``, ``--file PATH`` or standard input; it must be UTF-8 and at most 2 MiB
+(:data:`~memories.limits.MAX_BODY_BYTES`); an empty body is allowed. Listing never prints a body.
+"""
+
+from __future__ import annotations
+
+import datetime
+import sys
+from typing import BinaryIO
+
+import click
+
+from memories import protocol as p
+from memories.cli import cli
+from memories.cli.output import Session, command, one_line, table
+from memories.errors import MemoriesError
+from memories.limits import MAX_BODY_BYTES
+
+KINDS = ["memory", "card", "credential", "file"]
+SENSITIVITIES = ["general", "private"]
+
+
+@cli.group()
+def memory() -> None:
+    """Store, read, revise, delete and search records."""
+
+
+def read_limited(stream: BinaryIO, name: str) -> bytes:
+    """Read at most :data:`MAX_BODY_BYTES` bytes; refuse larger input without reading all of it.
+
+    Raises:
+        MemoriesError: ``body_too_large``.
+    """
+    data = stream.read(MAX_BODY_BYTES + 1)
+    if len(data) > MAX_BODY_BYTES:
+        raise MemoriesError(
+            "body_too_large",
+            f"{name} is larger than {MAX_BODY_BYTES:,} bytes (2 MiB), the largest body accepted",
+            {"max": MAX_BODY_BYTES},
+        )
+    return data
+
+
+def _body(body: str | None, file: str | None, *, required: bool) -> bytes | None:
+    if body is not None and file is not None:
+        raise click.UsageError("give either --body or --file, not both")
+    if body is not None:
+        return body.encode("utf-8", "surrogateescape")  # undecodable argv bytes reach the daemon as they were
+    if file is not None:
+        try:
+            with open(file, "rb") as handle:
+                return read_limited(handle, file)
+        except OSError as exc:
+            raise MemoriesError("invalid_argument", f"cannot read {file}: {exc.strerror}") from None
+    if required:
+        return read_limited(sys.stdin.buffer, "standard input")
+    return None
+
+
+def _meta(pairs: tuple[str, ...]) -> dict[str, str]:
+    meta = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--meta")
+        meta[key] = value
+    return meta
+
+
+def _show_ref(document: dict) -> None:
+    click.echo(f"{document['id']}  revision {document['revision']}")
+
+
+_META_HELP = "Metadata KEY=VALUE (repeatable); `source` and `tags` are indexed for search."
+
+
+@command(memory)
+@click.argument("vault_ref", metavar="VAULT")
+@click.option("--kind", type=click.Choice(KINDS), default="memory", show_default=True)
+@click.option("--sensitivity", type=click.Choice(SENSITIVITIES), default="general", show_default=True)
+@click.option("--title", required=True)
+@click.option("--meta", "meta", multiple=True, metavar="KEY=VALUE", help=_META_HELP)
+@click.option("--body", help="The body text (else --file, else standard input).")
+@click.option("--file", "file", metavar="PATH", help="Read the body from a file.")
+def add(
+    session: Session,
+    vault_ref: str,
+    kind: str,
+    sensitivity: str,
+    title: str,
+    meta: tuple[str, ...],
+    body: str | None,
+    file: str | None,
+) -> None:
+    """Add a record (revision 1)."""
+    data = _body(body, file, required=True)
+    assert data is not None
+    request = p.MemoryAdd(
+        vault=vault_ref,
+        kind=kind,
+        sensitivity=sensitivity,
+        title=title,
+        body=data,
+        meta=_meta(meta),  # type: ignore[arg-type]
+    )
+    session.emit(*session.call(request), _show_ref)
+
+
+@command(memory)
+@click.argument("vault_ref", metavar="VAULT")
+@click.argument("record_id", metavar="ID")
+@click.option("--revision", type=click.IntRange(min=1), help="A revision number (default: the latest).")
+def read(session: Session, vault_ref: str, record_id: str, revision: int | None) -> None:
+    """Print one revision of a record."""
+
+    def human(document: dict) -> None:
+        updated = datetime.datetime.fromtimestamp(document["updated"]).isoformat(timespec="seconds")
+        click.echo(f"# {document['title']}")
+        click.echo(
+            f"id {document['id']}  revision {document['revision']}  {document['kind']}  "
+            f"{document['sensitivity']}  {updated}"
+        )
+        for key, value in sorted(document["meta"].items()):
+            click.echo(f"{key}: {value}")
+        click.echo()
+        click.echo(document["body"])
+
+    session.emit(*session.call(p.MemoryRead(vault=vault_ref, id=record_id, revision=revision)), human)
+
+
+@command(memory, name="list")
+@click.argument("vault_ref", metavar="VAULT")
+@click.option("--kind", type=click.Choice(KINDS))
+def list_(session: Session, vault_ref: str, kind: str | None) -> None:
+    """List records (titles only, never bodies)."""
+
+    def human(document: dict) -> None:
+        rows = [
+            [r["id"], str(r["revision"]), r["kind"], r["sensitivity"], one_line(r["title"])]
+            for r in document["records"]
+        ]
+        table(rows, ["id", "rev", "kind", "sensitivity", "title"])
+
+    session.emit(*session.call(p.MemoryList(vault=vault_ref, kind=kind)), human)  # type: ignore[arg-type]
+
+
+@command(memory)
+@click.argument("vault_ref", metavar="VAULT")
+@click.argument("record_id", metavar="ID")
+@click.option("--title")
+@click.option("--body", help="The new body text.")
+@click.option("--file", "file", metavar="PATH", help="Read the new body from a file.")
+@click.option("--sensitivity", type=click.Choice(SENSITIVITIES))
+@click.option("--meta", "meta", multiple=True, metavar="KEY=VALUE", help="Replaces all metadata when given.")
+def update(
+    session: Session,
+    vault_ref: str,
+    record_id: str,
+    title: str | None,
+    body: str | None,
+    file: str | None,
+    sensitivity: str | None,
+    meta: tuple[str, ...],
+) -> None:
+    """Add a revision; earlier revisions stay readable."""
+    request = p.MemoryUpdate(
+        vault=vault_ref,
+        id=record_id,
+        title=title,
+        body=_body(body, file, required=False),
+        sensitivity=sensitivity,  # type: ignore[arg-type]
+        meta=_meta(meta) if meta else None,
+    )
+    session.emit(*session.call(request), _show_ref)
+
+
+@command(memory)
+@click.argument("vault_ref", metavar="VAULT")
+@click.argument("record_id", metavar="ID")
+def delete(session: Session, vault_ref: str, record_id: str) -> None:
+    """Delete a record and all its revisions."""
+    session.emit(*session.call(p.MemoryDelete(vault=vault_ref, id=record_id)), lambda d: click.echo("deleted"))
+
+
+@command(memory)
+@click.argument("vault_ref", metavar="VAULT")
+@click.argument("query")
+@click.option("--limit", type=int, default=10, show_default=True, help="Most records to return (<= 100).")
+def search(session: Session, vault_ref: str, query: str, limit: int) -> None:
+    """Lexical search, results grouped by record (R-06, R-11)."""
+
+    def human(document: dict) -> None:
+        if not document["results"]:
+            click.echo("no results")
+        for record in document["results"]:
+            click.echo(f"{record['score']:8.3f}  {record['title']}  ({record['id']} r{record['revision']})")
+            for chunk in record["chunks"]:
+                click.echo(f"          [{chunk['label']}] {one_line(chunk['text'], 100)}")
+
+    session.emit(*session.call(p.MemorySearch(vault=vault_ref, query=query, limit=limit)), human)

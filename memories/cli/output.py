@@ -1,0 +1,247 @@
+"""How every command talks to the daemon and prints: one JSON document or readable text, and one error line.
+
+- ``--json``: exactly one JSON document on stdout (the reply's result, plus ``"warnings"`` when there are any);
+  progress events as JSON lines on stderr (``{"event": "progress", "job_id", "done", "total", "unit"}``); a
+  failure is ``{"error": {"code", "message", "details"}}`` on stdout.
+- Otherwise: text or a table on stdout, progress as a bar on stderr when it is a terminal, warnings as
+  ``warning: ...`` lines on stderr.
+- A failure always writes ``error: CODE: message`` on stderr and exits 1 (click's usage errors keep 2; partial
+  runs exit 3).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import unicodedata
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import click
+import msgspec
+
+from memories import protocol as p
+from memories.client import Client, RequestFailed
+from memories.errors import EXIT_ERROR, MemoriesError
+from memories.paths import Home, resolve_home
+
+Document = dict[str, Any]
+
+
+def to_document(result: p.Result) -> Document:
+    """The ``--json`` document of a result: its fields, without the internal ``$type`` tags."""
+    return _untag(msgspec.to_builtins(result))
+
+
+def _untag(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _untag(v) for k, v in value.items() if k != p.TAG_FIELD}
+    if isinstance(value, list):
+        return [_untag(v) for v in value]
+    return value
+
+
+class Session:
+    """What a command invocation knows: output mode, home, and a client for its daemon."""
+
+    def __init__(self, json_mode: bool, home: str | None, config: str | None) -> None:
+        self.json = json_mode
+        self._home_option = home
+        self._config_option = config
+        self._home: Home | None = None
+
+    @property
+    def home(self) -> Home:
+        if self._home is None:
+            self._home = resolve_home(self._home_option, self._config_option)
+        return self._home
+
+    @property
+    def client(self) -> Client:
+        return Client(self.home)
+
+    def call(self, request: p.Request, *, progress: bool = False) -> tuple[Document, list[str]]:
+        """Send ``request``; returns the result document and the daemon's warnings."""
+        if not progress:
+            reply = self.client.request(request)
+        else:
+            with self._progress() as on_progress:
+                reply = self.client.request(request, on_progress)
+        return to_document(reply.result), reply.warnings
+
+    def emit(self, document: Document, warnings: list[str], human: Callable[[Document], None]) -> None:
+        """Print a result: the JSON document, or ``human(document)`` and the warnings on stderr."""
+        if self.json:
+            if warnings:
+                document = {**document, "warnings": warnings}
+            _write_json(document)
+        else:
+            human(document)
+            for warning in warnings:
+                click.echo(f"warning: {warning}", err=True)
+
+    def fail(self, exc: MemoriesError) -> None:
+        """Report a failure in both channels."""
+        warnings = exc.warnings if isinstance(exc, RequestFailed) else []
+        if self.json:
+            error = {"code": exc.code, "message": exc.message}
+            if exc.details:
+                error["details"] = exc.details
+            document: Document = {"error": error}
+            if warnings:
+                document["warnings"] = warnings
+            _write_json(document)
+        else:
+            for warning in warnings:
+                click.echo(f"warning: {warning}", err=True)
+        click.echo(f"error: {exc.code}: {exc.message}", err=True)
+
+    @contextmanager
+    def _progress(self) -> Iterator[Callable[[p.Progress], None]]:
+        if self.json:
+            yield _json_progress
+        elif sys.stderr.isatty():
+            with _ProgressBar() as bar:
+                yield bar.update
+        else:
+            yield lambda event: None
+
+
+def _write_json(document: Document) -> None:
+    sys.stdout.buffer.write(msgspec.json.encode(document) + b"\n")
+    sys.stdout.flush()
+
+
+def _json_progress(event: p.Progress) -> None:
+    line = {
+        "event": "progress",
+        "job_id": event.job_id,
+        "done": event.done,
+        "total": event.total,
+        "unit": event.unit,
+    }
+    sys.stderr.buffer.write(msgspec.json.encode(line) + b"\n")
+    sys.stderr.flush()
+
+
+class _ProgressBar:
+    """A rich progress bar on stderr (rich is imported only here, never on a plain command's start-up path).
+
+    Byte counts (model downloads) show size, rate and ETA; item counts (files, chunks) show done/total and ETA.
+    """
+
+    def __init__(self) -> None:
+        self._progress: Any = None
+        self._task: Any = None
+
+    def __enter__(self) -> _ProgressBar:
+        return self
+
+    def update(self, event: p.Progress) -> None:
+        if self._progress is None:
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                DownloadColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeRemainingColumn,
+                TransferSpeedColumn,
+            )
+
+            counter = (DownloadColumn(), TransferSpeedColumn()) if event.unit == "bytes" else (MofNCompleteColumn(),)
+            self._progress = Progress(
+                TextColumn(event.unit),
+                BarColumn(),
+                *counter,
+                TimeRemainingColumn(),
+                console=Console(stderr=True),
+                transient=True,
+            )
+            self._progress.start()
+            self._task = self._progress.add_task(event.unit, total=event.total)
+        self._progress.update(self._task, completed=event.done, total=event.total)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+
+def common_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Add ``--json``, ``--home`` and ``--config`` (the root group, groups and leaf commands all take them)."""
+    fn = click.option("--config", "config", metavar="FILE", help="The config file (default: <home>/config.toml).")(fn)
+    fn = click.option(
+        "--home",
+        "home",
+        metavar="DIR",
+        help="The home folder (default: $MEMORIES_HOME, else the user data folder).",
+    )(fn)
+    return click.option("--json", "json_mode", is_flag=True, help="Print exactly one JSON document on stdout.")(fn)
+
+
+def _from_context(name: str) -> Any:
+    """The value of a common option given at the nearest level of ``memories [opts] group [opts] cmd [opts]``."""
+    ctx: click.Context | None = click.get_current_context()
+    while ctx is not None:
+        value = ctx.params.get(name)
+        if value:
+            return value
+        ctx = ctx.parent
+    return None
+
+
+def command(group: click.Group, name: str | None = None, **settings: Any) -> Callable[[Callable[..., Any]], Any]:
+    """Register a leaf command that takes the common options and reports errors uniformly.
+
+    The decorated function receives a :class:`Session` first; it may return an exit status (default 0).
+    """
+
+    def decorate(fn: Callable[..., Any]) -> Any:
+        @group.command(name, **settings)
+        @common_options
+        @functools.wraps(fn)
+        def wrapper(json_mode: bool, home: str | None, config: str | None, **kwargs: Any) -> None:
+            session = Session(bool(_from_context("json_mode")), _from_context("home"), _from_context("config"))
+            try:
+                status = fn(session, **kwargs)
+            except MemoriesError as exc:
+                session.fail(exc)
+                sys.exit(EXIT_ERROR)
+            sys.exit(status or 0)
+
+        return wrapper
+
+    return decorate
+
+
+# -- human rendering helpers -----------------------------------------------------------------------------------
+
+
+def display_width(text: str) -> int:
+    """Terminal columns of ``text``: East Asian wide and full-width characters take two."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def table(rows: list[list[str]], headers: list[str]) -> None:
+    """Print a plain aligned table (CJK-aware widths)."""
+    if not rows:
+        click.echo("(none)")
+        return
+    widths = [max(display_width(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
+    for row in [headers, *rows]:
+        cells = [cell + " " * (widths[i] - display_width(cell)) for i, cell in enumerate(row)]
+        click.echo("  ".join(cells).rstrip())
+
+
+def one_line(text: str, limit: int = 60) -> str:
+    """``text`` on one line, cut to about ``limit`` columns with an ellipsis."""
+    flat = " ".join(text.split())
+    out, width = [], 0
+    for char in flat:
+        width += display_width(char)
+        if width > limit:
+            return "".join(out) + "…"
+        out.append(char)
+    return "".join(out)

@@ -1,0 +1,192 @@
+"""``rag ingest|search|status|index|model-install``: knowledge cards and retrieval."""
+
+from __future__ import annotations
+
+import datetime
+import os
+
+import click
+
+from memories import protocol as p
+from memories.cli import cli
+from memories.cli.output import Session, command, one_line
+from memories.errors import EXIT_ERROR, EXIT_PARTIAL
+from memories.limits import MAX_RESULTS
+
+
+@cli.group()
+def rag() -> None:
+    """Import notes as knowledge cards and search them (BM25, vector, hybrid)."""
+
+
+@command(rag)
+@click.argument("vault_ref", metavar="VAULT")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--title", help="Title of the card (one file only; default: first Markdown heading, else file name).")
+@click.option("--recursive", is_flag=True, help="Walk folders and their subfolders.")
+@click.option("--exclude", multiple=True, metavar="GLOB", help="gitignore-style pattern to leave out (repeatable).")
+def ingest(
+    session: Session,
+    vault_ref: str,
+    paths: tuple[str, ...],
+    title: str | None,
+    recursive: bool,
+    exclude: tuple[str, ...],
+) -> int:
+    """Import UTF-8 .md/.txt files as general, encrypted knowledge cards.
+
+    Exit status: 0 when every file went in (or was unchanged/skipped), 3 when some were refused, 1 when nothing
+    went in.
+    """
+    if title is not None and (len(paths) > 1 or os.path.isdir(paths[0])):
+        raise click.UsageError("--title needs exactly one file")
+    request = p.RagIngest(
+        vault=vault_ref,
+        paths=[os.path.abspath(path) for path in paths],
+        title=title,
+        recursive=recursive,
+        exclude=list(exclude),
+    )
+    document, warnings = session.call(request, progress=True)
+
+    def human(document: dict) -> None:
+        counts: dict[str, int] = {}
+        for result in document["results"]:
+            counts[result["status"]] = counts.get(result["status"], 0) + 1
+            if result["status"] == "skipped":
+                continue
+            line = f"{result['status']:<9} {result['source'] or result['path']}"
+            if result["id"]:
+                line += f"  {result['id']} r{result['revision']}"
+            if result["error"]:
+                line += f"\n          {result['error']['code']}: {result['error']['message']}"
+            click.echo(line)
+        click.echo(", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "nothing to import")
+
+    session.emit(document, warnings, human)
+    statuses = [r["status"] for r in document["results"]]
+    if "refused" not in statuses:
+        return 0
+    went_in = any(s in ("added", "updated", "unchanged") for s in statuses)
+    return EXIT_PARTIAL if went_in else EXIT_ERROR
+
+
+def _snippet(text: str, highlights: list[list[int]], width: int = 200) -> str:
+    """One line of ``text`` around the first highlight, with the query terms in bold when colour is on."""
+    start = max(0, highlights[0][0] - width // 4) if highlights else 0
+    end = min(len(text), start + width)
+    pieces, cursor = [], start
+    for span_start, span_end in highlights:
+        span_start, span_end = max(span_start, start), min(span_end, end)
+        if span_start >= span_end:
+            continue
+        pieces.append(text[cursor:span_start])
+        pieces.append(click.style(text[span_start:span_end], bold=True, fg="yellow"))
+        cursor = span_end
+    pieces.append(text[cursor:end])
+    line = " ".join("".join(pieces).split())
+    return ("…" if start else "") + line + ("…" if end < len(text) else "")
+
+
+@command(rag)
+@click.argument("vault_ref", metavar="VAULT")
+@click.argument("query")
+@click.option(
+    "--mode",
+    type=click.Choice(["bm25", "vector", "hybrid"]),
+    help="Default: hybrid when a model is installed, else bm25.",
+)
+@click.option("--match-mode", type=click.Choice(["any", "all", "phrase"]), default="any", show_default=True)
+@click.option("--limit", type=int, default=10, show_default=True, help=f"Most chunks to return (<= {MAX_RESULTS}).")
+@click.option("--cards-only", is_flag=True, help="Only knowledge cards.")
+@click.option("--no-rerank", is_flag=True, help="Skip the reranker (vector and hybrid modes).")
+def search(
+    session: Session,
+    vault_ref: str,
+    query: str,
+    mode: str | None,
+    match_mode: str,
+    limit: int,
+    cards_only: bool,
+    no_rerank: bool,
+) -> None:
+    """Chunk-level search with citation labels, byte offsets and chunk hashes (R-07, R-10)."""
+    request = p.RagSearch(
+        vault=vault_ref,
+        query=query,
+        mode=mode,  # type: ignore[arg-type]
+        match_mode=match_mode,  # type: ignore[arg-type]
+        limit=limit,
+        cards_only=cards_only,
+        no_rerank=no_rerank,
+    )
+
+    def human(document: dict) -> None:
+        if not document["results"]:
+            click.echo(f"no results ({document['mode']}, {document['match_mode']})")
+        for hit in document["results"]:
+            where = hit["source"] or hit["asset_id"]
+            click.echo(f"[{hit['label']}] {hit['score']:.4f}  {one_line(hit['title'], 70)}  ({where})")
+            click.echo(f"     {_snippet(hit['text'], hit['highlights'])}")
+
+    session.emit(*session.call(request, progress=True), human)
+
+
+@command(rag)
+@click.argument("vault_ref", metavar="VAULT")
+def status(session: Session, vault_ref: str) -> None:
+    """What is cached and embedded for a vault (works while locked)."""
+
+    def human(document: dict) -> None:
+        model = document["model"]
+        built = document["last_build"]
+        click.echo(f"vault      {document['vault']}{' (locked)' if document['locked'] else ''}")
+        click.echo(f"records    {'?' if document['records'] is None else document['records']} eligible")
+        click.echo(f"cache      {document['cache']}, {document['chunks']} chunks, {document['text_bytes']:,} bytes")
+        if built:
+            click.echo(f"built      {datetime.datetime.fromtimestamp(built).isoformat(timespec='seconds')}")
+        vectors = f"{document['embedded']} embedded, {document['missing']} missing"
+        click.echo(f"vectors    {vectors}, {document['vector_bytes']:,} bytes")
+        state = "not installed" if not model["installed"] else ("verified" if model["verified"] else "installed")
+        click.echo(f"model      {state} at {model['path']}")
+        limits = ", ".join(f"{k} {v:,}" for k, v in document["limits"].items())
+        click.echo(f"limits     {limits}")
+
+    session.emit(*session.call(p.RagStatus(vault=vault_ref)), human)
+
+
+@command(rag)
+@click.argument("vault_ref", metavar="VAULT")
+@click.option("--background", is_flag=True, help="Queue a job that keeps embedding in budgeted rounds after exit.")
+def index(session: Session, vault_ref: str, background: bool) -> None:
+    """Embed every chunk that has no vector yet (R-26)."""
+
+    def human(document: dict) -> None:
+        if "job_id" in document:
+            click.echo(f"job {document['job_id']} queued; follow it with `memories jobs`")
+        else:
+            click.echo(
+                f"{document['embedded_now']} chunks embedded now, {document['reused']} reused, "
+                f"{document['missing']} missing"
+            )
+
+    session.emit(*session.call(p.RagIndex(vault=vault_ref, background=background), progress=True), human)
+
+
+@command(rag, name="model-install")
+@click.option(
+    "--from",
+    "from_dir",
+    type=click.Path(exists=True, file_okay=False),
+    help="Install from a folder instead of downloading.",
+)
+def model_install(session: Session, from_dir: str | None) -> None:
+    """Install the pinned EmbeddingGemma 300M Q4 files (SHA-256 verified, resumable)."""
+
+    def human(document: dict) -> None:
+        for file in document["files"]:
+            click.echo(f"{file['status']:<10} {file['path']} ({file['bytes']:,} bytes)")
+        click.echo(f"model ready in {document['path']}")
+
+    request = p.RagModelInstall(from_dir=os.path.abspath(from_dir) if from_dir else None)
+    session.emit(*session.call(request, progress=True), human)

@@ -1,0 +1,87 @@
+"""The client side of the daemon socket: blocking, small, and fast to import (no trio, no numpy).
+
+>>> client = Client(resolve_home(None, None))
+>>> client.request(p.VaultList()).result          # doctest: +SKIP
+VaultListing(vaults=[...])
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+
+import msgspec
+
+from memories import protocol as p
+from memories.errors import MemoriesError
+from memories.framing import recv_frame, send_frame
+from memories.paths import Home
+
+
+class RequestFailed(MemoriesError):
+    """The daemon answered with a failure; ``warnings`` are the daemon's notes sent along with it."""
+
+    def __init__(self, failure: p.Failure) -> None:
+        super().__init__(failure.code, failure.message, dict(failure.details))
+        self.warnings = list(failure.warnings)
+
+
+class Client:
+    """Sends one request per connection to the daemon of ``home``."""
+
+    def __init__(self, home: Home) -> None:
+        self.home = home
+        self._encoder = msgspec.msgpack.Encoder()
+        self._decoder = msgspec.msgpack.Decoder(p.ServerFrame)
+
+    def connect(self) -> socket.socket:
+        """A connected socket.
+
+        Raises:
+            MemoriesError: ``daemon_not_running`` naming the home when no daemon answers (no socket, or a socket
+                left over from a daemon that died).
+        """
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(str(self.home.socket_path))
+        except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError):
+            sock.close()
+            raise MemoriesError(
+                "daemon_not_running",
+                f"no daemon is running for the home {self.home.root}; start it with `memories daemon start`",
+                {"home": str(self.home.root)},
+            ) from None
+        except OSError as exc:
+            sock.close()
+            raise MemoriesError(
+                "daemon_not_running", f"cannot reach the daemon of {self.home.root}: {exc.strerror}"
+            ) from None
+        return sock
+
+    def request(self, request: p.Request, on_progress: Callable[[p.Progress], None] | None = None) -> p.Reply:
+        """Send ``request``; call ``on_progress`` for each progress event; return the reply.
+
+        Raises:
+            RequestFailed: the daemon's failure (code, message, details, warnings).
+            MemoriesError: ``daemon_not_running``; ``protocol_error`` when the daemon hangs up without an answer.
+        """
+        envelope = p.Envelope(
+            protocol=p.PROTOCOL_VERSION,
+            home=str(self.home.root),
+            config=str(self.home.config_path),
+            request=request,
+        )
+        with self.connect() as sock:
+            send_frame(sock, self._encoder.encode(envelope))
+            while True:
+                frame = recv_frame(sock)
+                if frame is None:
+                    raise MemoriesError("protocol_error", "the daemon closed the connection without an answer")
+                message = self._decoder.decode(frame)
+                if isinstance(message, p.Progress):
+                    if on_progress is not None:
+                        on_progress(message)
+                elif isinstance(message, p.Failure):
+                    raise RequestFailed(message)
+                else:
+                    return message

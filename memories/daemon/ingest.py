@@ -1,0 +1,253 @@
+"""``rag ingest``: UTF-8 Markdown and text files become general, encrypted knowledge cards (R-03, R-04, R-05).
+
+A folder gives the ``.md``/``.txt`` files directly in it, and with ``--recursive`` those of every subfolder;
+other files are reported ``skipped``; names starting with ``.`` (``.git``, ``.obsidian``) are not walked;
+``--exclude`` patterns are gitignore-style, matched against the path relative to the folder (a bare name matches
+at any depth). A file named explicitly must be text. Each file's ``source`` is its path relative to the folder
+given (``/``-separated), or its file name when named directly; the source is how a later ingest finds the card.
+
+Refused files (``unsupported_file``: PDF, Office documents, images, archives, NUL bytes, invalid UTF-8; or
+``body_too_large``) store nothing; the other files of the run still go in. A UTF-8 BOM is accepted and removed,
+so byte offsets count from the first byte after it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pathspec
+import trio
+import yaml
+
+from memories import protocol as p
+from memories.daemon.jobs import Job
+from memories.daemon.server import Connection
+from memories.daemon.vaults import split_tags
+from memories.errors import MemoriesError
+from memories.limits import MAX_BODY_BYTES
+from memories.store import VaultRow
+
+if TYPE_CHECKING:
+    from memories.daemon.supervisor import Daemon
+
+TEXT_SUFFIXES = frozenset({".md", ".markdown", ".txt"})
+
+_BINARY_SUFFIXES = frozenset(  # documents, images, archives, executables, databases, media
+    (
+        ".pdf .doc .docx .xls .xlsx .ppt .pptx .odt .ods .odp .rtf .epub .png .jpg .jpeg .gif .webp .bmp .tif "
+        ".tiff .heic .zip .gz .tgz .bz2 .xz .7z .rar .tar .zst .exe .dll .so .dylib .bin .sqlite .db .mp3 .mp4 "
+        ".mov .wav .flac .ogg"
+    ).split()
+)
+_MAGIC = (
+    (b"%PDF-", "a PDF document"),
+    (b"PK\x03\x04", "a ZIP archive or Office document"),
+    (b"\x89PNG\r\n\x1a\n", "a PNG image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"GIF8", "a GIF image"),
+    (b"\x1f\x8b", "a gzip archive"),
+    (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive"),
+    (b"Rar!", "a RAR archive"),
+    (b"BZh", "a bzip2 archive"),
+    (b"\xfd7zXZ\x00", "an XZ archive"),
+    (b"\xd0\xcf\x11\xe0", "an old Office document"),
+)
+_BOM = b"\xef\xbb\xbf"
+_HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
+_FENCE = re.compile(r"^ {0,3}(```|~~~)")
+_FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    path: Path
+    source: str
+    explicit: bool
+
+
+@dataclass(frozen=True)
+class _Note:
+    title: str
+    body: str
+    tags: list[str]
+
+
+class Ingest:
+    """The ingest job of the daemon."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        self._daemon = daemon
+
+    async def run(self, request: p.RagIngest, conn: Connection) -> p.IngestReport:
+        daemon = self._daemon
+        vault = await daemon.resolve_unlocked(request.vault)
+        if request.title is not None and (len(request.paths) != 1 or os.path.isdir(request.paths[0])):
+            raise MemoriesError("invalid_argument", "--title needs exactly one file")
+        job = daemon.jobs.new_job("ingest", vault.id)
+        conn.attach(job)
+
+        async def work(job: Job) -> p.IngestReport:
+            walked = await trio.to_thread.run_sync(_walk, request)
+            candidates = [c for c in walked if isinstance(c, _Candidate)]
+            results = [r for r in walked if isinstance(r, p.IngestResult)]
+            job.progress(0, len(candidates), "files")
+            for number, candidate in enumerate(candidates, 1):
+                job.check_budget({"done": number - 1, "total": len(candidates)})
+                results.append(await self._ingest_one(vault, candidate, request.title))
+                job.progress(number, len(candidates), "files")
+            return p.IngestReport(results=results)
+
+        return await daemon.jobs.run(job, work)
+
+    async def _ingest_one(self, vault: VaultRow, candidate: _Candidate, title: str | None) -> p.IngestResult:
+        path = str(candidate.path)
+        try:
+            note = await trio.to_thread.run_sync(_read_note, candidate, title)
+            record_id, revision, status = await self._daemon.db(self._store, vault, candidate.source, note)
+        except MemoriesError as exc:
+            error = p.ErrorInfo(code=exc.code, message=exc.message)
+            return p.IngestResult(path=path, source=candidate.source, status="refused", error=error)
+        if status != "unchanged":
+            self._daemon.content_changed(vault)
+        return p.IngestResult(path=path, source=candidate.source, status=status, id=record_id, revision=revision)
+
+    def _store(self, vault: VaultRow, source: str, note: _Note) -> tuple[str, int, p.IngestStatus]:
+        """Add the card, add a revision to the card of the same source, or leave it as it is (in a thread)."""
+        vaults = self._daemon.vaults
+        body = note.body.encode("utf-8")
+        meta = {"source": source}
+        if note.tags:
+            meta["tags"] = ", ".join(note.tags)
+        existing = vaults.find_by_source(vault, source)
+        if existing is None:
+            record_id, revision = vaults.add(vault, "card", "general", note.title, body, meta)
+            return record_id, revision, "added"
+        header, old_body = vaults.read_latest(vault, existing)
+        if old_body == note.body and header.title == note.title and split_tags(header.meta.get("tags")) == note.tags:
+            return existing, vaults.catalog(vault)[existing].revision, "unchanged"
+        # A new revision keeps the card's sensitivity: a card the user made private stays private.
+        new_meta = {**header.meta, **meta}
+        if not note.tags:
+            new_meta.pop("tags", None)
+        record_id, revision = vaults.update(
+            vault, existing, title=note.title, body=body, sensitivity=None, meta=new_meta
+        )
+        return record_id, revision, "updated"
+
+
+def _walk(request: p.RagIngest) -> list[_Candidate | p.IngestResult]:
+    """Expand the paths of a request into files to read and files reported as skipped or refused."""
+    spec = pathspec.GitIgnoreSpec.from_lines(request.exclude)
+    found: list[_Candidate | p.IngestResult] = []
+    for raw in request.paths:
+        root = Path(raw)
+        if root.is_dir():
+            found.extend(_walk_folder(root, spec, request.recursive))
+        elif root.exists():
+            found.append(_Candidate(root, root.name, explicit=True))
+        else:
+            error = p.ErrorInfo(code="invalid_argument", message=f"{root} does not exist")
+            found.append(p.IngestResult(path=raw, source=None, status="refused", error=error))
+    return found
+
+
+def _walk_folder(root: Path, spec: pathspec.PathSpec, recursive: bool) -> list[_Candidate | p.IngestResult]:
+    found: list[_Candidate | p.IngestResult] = []
+    for folder, dirs, files in os.walk(root):
+        relative_folder = Path(folder).relative_to(root)
+        dirs[:] = sorted(
+            d
+            for d in dirs
+            if recursive and not d.startswith(".") and not spec.match_file(f"{(relative_folder / d).as_posix()}/")
+        )
+        for name in sorted(files):
+            relative = (relative_folder / name).as_posix()
+            if name.startswith(".") or spec.match_file(relative):
+                continue
+            path = Path(folder) / name
+            if path.suffix.lower() in TEXT_SUFFIXES:
+                found.append(_Candidate(path, relative, explicit=False))
+            else:
+                found.append(p.IngestResult(path=str(path), source=relative, status="skipped"))
+    return found
+
+
+def _read_note(candidate: _Candidate, title: str | None) -> _Note:
+    """Read and check one file; derive title and tags (in a thread).
+
+    Raises:
+        MemoriesError: ``unsupported_file`` (binary or not UTF-8), ``body_too_large``, ``invalid_argument``
+            (unreadable).
+    """
+    path = candidate.path
+    suffix = path.suffix.lower()
+    if suffix in _BINARY_SUFFIXES:
+        raise _unsupported(path, f"a {suffix} file is not text")
+    try:
+        size = path.stat().st_size
+        if size > MAX_BODY_BYTES + len(_BOM):
+            raise MemoriesError(
+                "body_too_large", f"{path} has {size:,} bytes; the largest accepted is {MAX_BODY_BYTES:,} (2 MiB)"
+            )
+        data = path.read_bytes()
+    except OSError as exc:
+        raise MemoriesError("invalid_argument", f"cannot read {path}: {exc.strerror}") from None
+    for magic, what in _MAGIC:
+        if data.startswith(magic):
+            raise _unsupported(path, f"it is {what}")
+    if b"\x00" in data:
+        raise _unsupported(path, "it contains NUL bytes")
+    data = data.removeprefix(_BOM)
+    if len(data) > MAX_BODY_BYTES:
+        raise MemoriesError("body_too_large", f"{path} is larger than {MAX_BODY_BYTES:,} bytes (2 MiB)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _unsupported(path, f"it is not valid UTF-8 (byte {exc.start})") from None
+    return _Note(title=title or first_heading(text) or path.name, body=text, tags=front_matter_tags(text))
+
+
+def _unsupported(path: Path, reason: str) -> MemoriesError:
+    return MemoriesError(
+        "unsupported_file",
+        f"{path}: {reason}; only UTF-8 text and Markdown can be imported — convert it to text first, then import it",
+        {"path": str(path)},
+    )
+
+
+def first_heading(text: str) -> str | None:
+    """The text of the first ATX Markdown heading outside front matter and fenced code, or ``None``."""
+    match = _FRONT_MATTER.match(text)
+    lines = text[match.end() if match else 0 :].splitlines()
+    fence: str | None = None
+    for line in lines:
+        marker = _FENCE.match(line)
+        if marker:
+            fence = None if fence == marker.group(1) else (fence or marker.group(1))
+            continue
+        if fence is None:
+            heading = _HEADING.match(line)
+            if heading and heading.group(1).strip():
+                return heading.group(1).strip()
+    return None
+
+
+def front_matter_tags(text: str) -> list[str]:
+    """``tags`` of YAML front matter (a list or a comma-separated string); ``[]`` when absent or malformed."""
+    match = _FRONT_MATTER.match(text)
+    if not match:
+        return []
+    try:
+        data = yaml.safe_load(match.group(1))
+    except yaml.YAMLError:
+        return []
+    tags = data.get("tags") if isinstance(data, dict) else None
+    if isinstance(tags, str):
+        return split_tags(tags)
+    if isinstance(tags, list):
+        return [str(t).strip() for t in tags if t is not None and str(t).strip() and "," not in str(t)]
+    return []

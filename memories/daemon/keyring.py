@@ -1,0 +1,99 @@
+"""The keys of an unlocked home. Only the supervisor process ever holds them.
+
+``init`` creates the hierarchy of :mod:`memories.crypto` (KDF parameters and the wrapped master key are stored in
+``settings``); ``unlock`` derives the key-encryption key and unwraps the master key, which proves the passphrase;
+``lock`` drops every key reference (Python cannot wipe memory, so the workers that saw plaintext are restarted by
+the supervisor as well).
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from memories import crypto
+from memories.config import CryptoConfig
+from memories.errors import MemoriesError
+from memories.limits import MAX_PASSPHRASE_BYTES
+from memories.store import Store, VaultRow
+
+_KDF = "kdf"
+_MASTER = "master_key"
+
+
+def check_passphrase(passphrase: str) -> None:
+    """Raises ``invalid_passphrase`` for an empty passphrase or one over 1,024 UTF-8 bytes."""
+    if not passphrase or len(passphrase.encode("utf-8")) > MAX_PASSPHRASE_BYTES:
+        raise MemoriesError("invalid_passphrase", "the passphrase must be 1 to 1,024 bytes")
+
+
+class Keyring:
+    """Master key and vault data keys while unlocked; nothing while locked."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._master: bytes | None = None
+        self._vault_keys: dict[str, bytes] = {}
+
+    @property
+    def initialized(self) -> bool:
+        return self._store.get_setting(_MASTER) is not None
+
+    @property
+    def locked(self) -> bool:
+        return self._master is None
+
+    def init(self, passphrase: str, cost: CryptoConfig) -> None:
+        """Create the key hierarchy and leave the home unlocked.
+
+        Raises:
+            MemoriesError: ``already_initialized``, ``invalid_passphrase``.
+        """
+        if self.initialized:
+            raise MemoriesError("already_initialized", "this home already has a key hierarchy")
+        check_passphrase(passphrase)
+        params = crypto.new_kdf_params(cost.kdf_memory_kib, cost.kdf_iterations, cost.kdf_lanes)
+        master = crypto.new_key()
+        wrapped = crypto.seal(crypto.derive_kek(passphrase, params), master, crypto.master_key_aad())
+        self._store.put_settings({_KDF: msgspec.msgpack.encode(params), _MASTER: wrapped})
+        self._master = master
+
+    def unlock(self, passphrase: str) -> None:
+        """Prove the passphrase by unwrapping the master key.
+
+        Raises:
+            MemoriesError: ``not_initialized``; ``bad_passphrase`` (nothing changes).
+        """
+        wrapped = self._store.get_setting(_MASTER)
+        raw_params = self._store.get_setting(_KDF)
+        if wrapped is None or raw_params is None:
+            raise MemoriesError("not_initialized", "run `memories init` first")
+        params = msgspec.msgpack.decode(raw_params, type=crypto.KdfParams)
+        kek = crypto.derive_kek(passphrase, params)
+        try:
+            self._master = crypto.open_sealed(kek, wrapped, crypto.master_key_aad())
+        except MemoriesError:
+            raise MemoriesError("bad_passphrase", "the passphrase does not unlock this home") from None
+
+    def lock(self) -> None:
+        self._master = None
+        self._vault_keys.clear()
+
+    def master(self) -> bytes:
+        """Raises ``not_initialized`` or ``vault_locked``."""
+        if self._master is None:
+            if not self.initialized:
+                raise MemoriesError("not_initialized", "run `memories init` first")
+            raise MemoriesError("vault_locked", "the home is locked; run `memories unlock`")
+        return self._master
+
+    def wrap_vault_key(self, vault_id: str, key: bytes) -> bytes:
+        return crypto.seal(self.master(), key, crypto.vault_key_aad(vault_id))
+
+    def vault_key(self, vault: VaultRow) -> bytes:
+        """The data key of ``vault`` (unwrapped once per unlock)."""
+        master = self.master()
+        key = self._vault_keys.get(vault.id)
+        if key is None:
+            key = crypto.open_sealed(master, vault.wrapped_key, crypto.vault_key_aad(vault.id))
+            self._vault_keys[vault.id] = key
+        return key

@@ -1,0 +1,164 @@
+"""The embedding model as the supervisor sees it: where it lives, whether it is installed, loaded and unchanged.
+
+The folder is ``[rag] local_model_dir`` when set (used as found: it need not match the pinned hashes, but it
+must pass the load checks, and its file digests go into the vector space key), else
+``<home>/models/embeddinggemma`` (installed by ``rag model-install`` from the pinned manifest). The model loads in
+``workers.embedding`` on first use and again after that worker restarts. When the files on disk change after they
+were loaded, every reply says a restart is needed (R-24).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import msgspec
+import trio
+
+from memories import protocol as p
+from memories.daemon.jobs import Job
+from memories.daemon.server import Connection
+from memories.errors import MemoriesError
+from memories.models.manifest import Manifest, pinned_manifest, read_manifest
+
+if TYPE_CHECKING:
+    from memories.daemon.supervisor import Daemon
+
+_Fingerprint = tuple[tuple[str, int, int], ...]
+
+
+class Models:
+    """Install, load and use the local embedding model through the workers."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        self._daemon = daemon
+        hooks = daemon.hooks
+        self.manifest: Manifest = (
+            read_manifest(Path(hooks.model_manifest)) if hooks and hooks.model_manifest else pinned_manifest()
+        )
+        rag = daemon.config.rag
+        self.user_supplied = rag.local_model_dir is not None
+        self.path = Path(rag.local_model_dir) if rag.local_model_dir else daemon.home.models_dir / "embeddinggemma"
+        self._loaded: p.ModelLoaded | None = None
+        self._loaded_pid: int | None = None
+        self._fingerprint: _Fingerprint | None = None
+
+    @property
+    def _worker(self):  # type: ignore[no-untyped-def]
+        return self._daemon.workers["embedding"]
+
+    def _files(self) -> list[Path]:
+        graph = self.path / self.manifest.graph
+        return [graph, graph.with_name(graph.name + "_data"), self.path / "tokenizer.json"]
+
+    def installed(self) -> bool:
+        """The graph, its external data and the tokenizer are present."""
+        return all(path.is_file() for path in self._files())
+
+    def _fingerprint_now(self) -> _Fingerprint:
+        stamps = []
+        for path in self._files():
+            try:
+                info = path.stat()
+                stamps.append((str(path), info.st_size, info.st_mtime_ns))
+            except OSError:
+                stamps.append((str(path), -1, -1))
+        return tuple(stamps)
+
+    async def _verified(self) -> bool:
+        """Every file matches the manifest (hashes cached per file identity, so this is cheap after once)."""
+        from memories.models.install import verify_installed
+
+        status = await trio.to_thread.run_sync(verify_installed, self.manifest, self.path)
+        return status.verified
+
+    async def state(self) -> p.ModelState:
+        """For ``rag status``."""
+        installed = self.installed()
+        return p.ModelState(
+            installed=installed,
+            verified=installed and await self._verified(),
+            space_key=self._loaded.space_key if self._loaded and self._loaded_pid == self._worker.pid else None,
+            path=str(self.path),
+        )
+
+    async def space_key(self) -> str:
+        """Load the model in the embedding worker if needed and return its vector space key.
+
+        Raises:
+            MemoriesError: ``model_not_installed`` (with the command that fixes it), ``model_invalid``.
+        """
+        if not self.installed():
+            where = "[rag] local_model_dir" if self.user_supplied else str(self.path)
+            raise MemoriesError(
+                "model_not_installed",
+                f"no embedding model in {where}; run `memories rag model-install`, or search with --mode bm25",
+            )
+        worker = self._worker
+        if self._loaded is None or self._loaded_pid != worker.pid:
+            verified = not self.user_supplied and await self._verified()
+            request = p.EmbedLoad(
+                model_dir=str(self.path),
+                threads=self._daemon.config.rag.local_threads,
+                max_tokens=self._daemon.config.rag.max_tokens,
+                batch_size=self._daemon.config.rag.embed_batch_size,
+                manifest=msgspec.json.encode(self.manifest) if verified else None,
+            )
+            fingerprint = self._fingerprint_now()
+            reply = await worker.call(request)
+            assert isinstance(reply, p.ModelLoaded)
+            self._loaded, self._loaded_pid, self._fingerprint = reply, worker.pid, fingerprint
+        return self._loaded.space_key
+
+    async def embed_query(self, job: Job, query: str) -> bytes:
+        """float32[768] bytes of the query vector."""
+        worker = self._worker
+        worker.holds_plaintext = True
+        reply = await job.call(worker, p.EmbedQuery(query=query), epoch=False)
+        assert isinstance(reply, p.Vectors)
+        return reply.vectors
+
+    async def embed_documents(self, job: Job, inputs: list[str]) -> p.Vectors:
+        """One batch; the caller checked the budget, and the vectors are content-addressed (no epoch check)."""
+        worker = self._worker
+        worker.holds_plaintext = True
+        reply = await job.call(worker, p.EmbedBatch(inputs=inputs), budget=False, epoch=False)
+        assert isinstance(reply, p.Vectors)
+        return reply
+
+    async def install(self, request: p.RagModelInstall, conn: Connection) -> p.InstallReport:
+        """``rag model-install``: a job in ``workers.remote``, bounded per file, not by the job budget."""
+        daemon = self._daemon
+        if request.from_dir is not None and not os.path.isdir(request.from_dir):
+            raise MemoriesError("invalid_argument", f"{request.from_dir} is not a folder")
+        job = daemon.jobs.new_job("model-install", None, budgeted=False)
+        conn.attach(job)
+        download = p.DownloadModel(
+            manifest=msgspec.json.encode(self.manifest),
+            dest_dir=str(self.path),
+            base_url=daemon.config.rag.model_download_base_url,
+            from_dir=request.from_dir,
+            http=msgspec.json.encode(daemon.config.rag.http),
+        )
+
+        async def work(job: Job) -> p.InstallReport:
+            def on_progress(event: p.WorkerProgress) -> None:
+                job.progress(event.done, event.total, event.unit)
+
+            reply = await job.call(daemon.workers["remote"], download, on_progress=on_progress)
+            assert isinstance(reply, p.ModelInstalled)
+            return p.InstallReport(path=str(self.path), files=reply.files)
+
+        return await daemon.jobs.run(job, work)
+
+    def warnings(self) -> list[str]:
+        """R-24: the model files changed on disk since they were loaded."""
+        if self._fingerprint is None or self._fingerprint == self._fingerprint_now():
+            return []
+        return [f"the model files in {self.path} changed since they were loaded; restart the daemon to use them"]
+
+    def forget(self) -> None:
+        """The embedding worker is being restarted (lock): load again on next use."""
+        self._loaded = None
+        self._loaded_pid = None

@@ -1,0 +1,158 @@
+"""The client socket: accept connections, decode one :class:`~memories.protocol.Envelope`, stream the answer.
+
+Each connection carries one request. While its job runs, progress events go out as they happen (a bounded queue;
+progress is lossy, the reply is not), and a client that hangs up cancels its foreground job. Every reply and
+failure carries the daemon's current warnings (such as "restart needed", R-09).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import msgspec
+import trio
+
+from memories import protocol as p
+from memories.daemon.jobs import Job
+from memories.errors import MemoriesError
+from memories.framing import MAX_CLIENT_FRAME, FrameStream
+
+log = logging.getLogger("memories.server")
+
+_PROGRESS_QUEUE = 64
+
+
+class Connection:
+    """One client connection: the jobs it started and a way to stream their progress."""
+
+    def __init__(self, frames: FrameStream) -> None:
+        self._frames = frames
+        self._encoder = msgspec.msgpack.Encoder()
+        self._send_progress, self._progress = trio.open_memory_channel[p.Progress](_PROGRESS_QUEUE)
+        self.jobs: list[Job] = []
+        self.warnings: list[str] = []  # notes about this request, added by its handler
+
+    def attach(self, job: Job) -> None:
+        """Stream ``job``'s progress to this client and cancel it if the client hangs up."""
+        self.jobs.append(job)
+        job.listeners.append(self._queue_progress)
+
+    def cancel_jobs(self) -> None:
+        """The client hung up: its foreground jobs have nobody to answer."""
+        for job in self.jobs:
+            job.cancel("cancelled")
+
+    def _queue_progress(self, event: p.Progress) -> None:
+        with contextlib.suppress(trio.WouldBlock):  # a slow reader misses events, never the reply
+            self._send_progress.send_nowait(event)
+
+    async def send(self, frame: p.ServerFrame) -> None:
+        await self._frames.send(self._encoder.encode(frame))
+
+    async def pump_progress(self) -> None:
+        async for event in self._progress:
+            await self.send(event)
+
+    async def flush_progress(self) -> None:
+        while True:
+            try:
+                event = self._progress.receive_nowait()
+            except trio.WouldBlock:
+                return
+            await self.send(event)
+
+    async def watch_hangup(self, on_hangup: Callable[[], None]) -> None:
+        """Wait for the client to close its end; then call ``on_hangup``."""
+        with contextlib.suppress(MemoriesError, trio.BrokenResourceError, OSError):
+            await self._frames.receive()
+        on_hangup()
+
+
+Handler = Callable[[p.Envelope, Connection], Awaitable[p.Result]]
+
+
+async def serve_socket(
+    path: Path,
+    handle: Handler,
+    warnings: Callable[[], list[str]],
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Listen on the unix socket ``path`` (mode 0600 inside an owner-only folder) and serve forever."""
+    sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    if path.exists() or path.is_symlink():
+        path.unlink()  # the daemon holds the home's lock, so a socket file here is a leftover
+    old_umask = os.umask(0o177)
+    try:
+        await sock.bind(os.fspath(path))
+    finally:
+        os.umask(old_umask)
+    os.chmod(path, 0o600)
+    sock.listen(64)
+    listener = trio.SocketListener(sock)
+    task_status.started()
+    try:
+        await trio.serve_listeners(lambda stream: _serve_one(stream, handle, warnings), [listener])
+    finally:
+        path.unlink(missing_ok=True)
+
+
+async def _serve_one(stream: trio.SocketStream, handle: Handler, warnings: Callable[[], list[str]]) -> None:
+    frames = FrameStream(stream, stream, MAX_CLIENT_FRAME)
+    conn = Connection(frames)
+    try:
+        try:
+            raw = await frames.receive()
+            if raw is None:
+                return
+            envelope = _decode(raw)
+            outcome: p.Result | MemoriesError
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(conn.pump_progress)
+                nursery.start_soon(conn.watch_hangup, conn.cancel_jobs)
+                try:
+                    outcome = await handle(envelope, conn)
+                except MemoriesError as exc:
+                    outcome = exc  # raised below, outside the nursery (which would wrap it in a group)
+                finally:
+                    nursery.cancel_scope.cancel()
+            if isinstance(outcome, MemoriesError):
+                raise outcome
+            await conn.flush_progress()
+            await conn.send(p.Reply(result=outcome, warnings=warnings() + conn.warnings))
+        except MemoriesError as exc:
+            notes = warnings() + conn.warnings
+            await conn.send(p.Failure(code=exc.code, message=exc.message, details=exc.details, warnings=notes))
+        except Exception:
+            log.exception("request failed")
+            await conn.send(p.Failure(code="internal_error", message="the daemon failed; see its log"))
+    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+        pass  # the client went away before its answer
+    finally:
+        await stream.aclose()
+
+
+def _decode(raw: bytes) -> p.Envelope:
+    try:
+        return msgspec.msgpack.decode(raw, type=p.Envelope)
+    except msgspec.ValidationError as exc:
+        version = _peek_version(raw)
+        if version is not None and version != p.PROTOCOL_VERSION:
+            raise MemoriesError(
+                "protocol_mismatch",
+                f"the client speaks protocol {version}, the daemon {p.PROTOCOL_VERSION}; restart the daemon",
+            ) from None
+        raise MemoriesError("protocol_error", f"bad request: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise MemoriesError("protocol_error", f"bad request: {exc}") from None
+
+
+def _peek_version(raw: bytes) -> int | None:
+    try:
+        return msgspec.msgpack.decode(raw, type=dict).get("protocol")
+    except msgspec.DecodeError:
+        return None

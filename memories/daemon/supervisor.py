@@ -1,0 +1,360 @@
+"""The supervisor: the one process that holds keys, owns the store and the job queue, and routes work to workers.
+
+``Daemon.serve`` runs, in one trio nursery: the client socket, the three worker processes (each supervised and
+restarted on a crash), the idle auto-lock timer and the signal handler. Requests that only touch the store (keys,
+vaults, records) run here, with SQLite calls in a thread one at a time; requests that need workers run as jobs
+(:mod:`memories.daemon.jobs`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar
+
+import trio
+
+from memories import protocol as p
+from memories.config import Config, config_digest
+from memories.daemon.ingest import Ingest
+from memories.daemon.jobs import Epochs, JobManager
+from memories.daemon.keyring import Keyring
+from memories.daemon.models import Models
+from memories.daemon.retrieval import Retrieval
+from memories.daemon.server import Connection, serve_socket
+from memories.daemon.vaults import Vaults
+from memories.daemon.workers import WorkerHandle
+from memories.errors import MemoriesError
+from memories.models.telemetry import TELEMETRY_ENVIRONMENT
+from memories.paths import Home, ensure_private_dir
+from memories.store import Store, VaultRow
+from memories.testing import TestHooks
+
+log = logging.getLogger("memories.daemon")
+
+T = TypeVar("T")
+
+WORKER_NAMES = ("index", "embedding", "remote")
+
+_ALWAYS_ALLOWED = (p.Status, p.Stop)
+
+
+class Daemon:
+    """Everything the supervisor holds. Create it, then ``trio.run(daemon.serve)``."""
+
+    def __init__(self, home: Home, config: Config, hooks: TestHooks | None, log_file: Any) -> None:
+        self.home = home
+        self.config = config
+        self.hooks = hooks
+        self.config_digest = config_digest(home.config_path)
+        self.started = time.time()
+        self.dropped_replies = 0
+        self.store = Store(home.db_path)
+        self.keyring = Keyring(self.store)
+        self.vaults = Vaults(self.store, self.keyring)
+        self.epochs = Epochs()
+        self.jobs = JobManager(self.epochs, lambda: self.config.daemon.job_budget_seconds)
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        environments = {"index": env, "embedding": {**env, **TELEMETRY_ENVIRONMENT}, "remote": env}
+        self.workers = {
+            name: WorkerHandle(name, environments[name], log_file, self._count_drop) for name in WORKER_NAMES
+        }
+        self.models = Models(self)
+        self.retrieval = Retrieval(self)
+        self.ingest = Ingest(self)
+        self._db_limiter = trio.CapacityLimiter(1)
+        self._last_activity = 0.0  # trio clock, set when serving starts
+        self._nursery: trio.Nursery | None = None
+
+    # -- running -------------------------------------------------------------------------------------------
+
+    async def serve(self) -> None:
+        """Run until ``daemon stop``, SIGTERM or SIGINT."""
+        ensure_private_dir(self.home.socket_path.parent)
+        self._last_activity = trio.current_time()
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                for worker in self.workers.values():
+                    nursery.start_soon(worker.supervise)
+                nursery.start_soon(self._auto_lock)
+                nursery.start_soon(self._on_signals)
+                await nursery.start(serve_socket, self.home.socket_path, self._handle, self.warnings)
+                log.info("daemon %s serving %s", os.getpid(), self.home.root)
+        finally:
+            for worker in self.workers.values():
+                worker.stop()
+            self.store.close()
+            log.info("daemon stopped")
+
+    def stop(self) -> None:
+        self.jobs.cancel_where("cancelled")
+        for worker in self.workers.values():
+            worker.stop()
+        assert self._nursery is not None
+        self._nursery.cancel_scope.cancel()
+
+    def spawn(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Start a background task in the daemon's nursery (background jobs outlive their client)."""
+        assert self._nursery is not None
+        self._nursery.start_soon(fn, *args)
+
+    async def db(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run a blocking store call in a thread, one at a time (SQLite connection shared across threads)."""
+        return await trio.to_thread.run_sync(fn, *args, limiter=self._db_limiter)
+
+    def warnings(self) -> list[str]:
+        """What every reply tells the client about the daemon itself (R-09, R-24)."""
+        notes = []
+        if config_digest(self.home.config_path) != self.config_digest:
+            notes.append(
+                f"{self.home.config_path} changed since the daemon started; restart it to apply the change "
+                "(memories daemon stop && memories daemon start)"
+            )
+        notes.extend(self.models.warnings())
+        return notes
+
+    def _count_drop(self) -> None:
+        self.dropped_replies += 1
+
+    async def _on_signals(self) -> None:
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                log.info("received signal %s; stopping", signum)
+                self.stop()
+                return
+
+    async def _auto_lock(self) -> None:
+        while True:
+            await trio.sleep(1)
+            minutes = self.config.daemon.auto_lock_minutes
+            if not minutes or self.keyring.locked or self.jobs.running():
+                continue
+            if trio.current_time() - self._last_activity >= minutes * 60:
+                log.info("idle for %g minutes: locking", minutes)
+                self.lock()
+
+    def lock(self) -> None:
+        """Drop keys and decrypted headers, cancel every vault job, restart workers that saw plaintext (R-44)."""
+        self.keyring.lock()
+        self.vaults.forget()
+        self.epochs.bump_all()
+        self.jobs.cancel_where("vault_locked")
+        for worker in self.workers.values():
+            if worker.holds_plaintext:
+                worker.kill()
+        self.models.forget()
+
+    def content_changed(self, vault: VaultRow) -> None:
+        """A vault's content or policy changed: its caches are stale from now on (R-19)."""
+        self.epochs.bump(vault.id)
+
+    async def resolve(self, ref: str) -> VaultRow:
+        return await self.db(self.vaults.resolve, ref)
+
+    async def resolve_unlocked(self, ref: str) -> VaultRow:
+        self.keyring.master()
+        return await self.resolve(ref)
+
+    # -- requests ------------------------------------------------------------------------------------------
+
+    async def _handle(self, envelope: p.Envelope, conn: Connection) -> p.Result:
+        request = envelope.request
+        self._check_envelope(envelope, request)
+        self._last_activity = trio.current_time()
+        handler = self._handlers.get(type(request))
+        if handler is None:
+            raise MemoriesError("protocol_error", f"unknown request {type(request).__name__}")
+        return await handler(self, request, conn)
+
+    def _check_envelope(self, envelope: p.Envelope, request: p.Request) -> None:
+        if envelope.protocol != p.PROTOCOL_VERSION:
+            raise MemoriesError(
+                "protocol_mismatch",
+                f"the client speaks protocol {envelope.protocol}, the daemon {p.PROTOCOL_VERSION}; restart it",
+            )
+        home = os.path.realpath(envelope.home)
+        if home != str(self.home.root):
+            raise MemoriesError(
+                "home_mismatch",
+                f"the daemon serves the home {self.home.root}, not {home}",
+                {"daemon_home": str(self.home.root), "client_home": home},
+            )
+        config = os.path.realpath(envelope.config)
+        if config != str(self.home.config_path) and not isinstance(request, _ALWAYS_ALLOWED):
+            raise MemoriesError(
+                "home_mismatch",
+                f"the daemon of this home runs with the config {self.home.config_path}, not {config}; "
+                "restart it with that config or use the same --config",
+                {"daemon_config": str(self.home.config_path), "client_config": config},
+            )
+
+    async def _status(self, request: p.Status, conn: Connection) -> p.Result:
+        queued, running = self.jobs.counts()
+        return p.DaemonStatus(
+            pid=os.getpid(),
+            uptime=round(time.time() - self.started, 3),
+            home=str(self.home.root),
+            config=str(self.home.config_path),
+            config_digest=self.config_digest,
+            restart_needed=bool(self.warnings()),
+            initialized=await self.db(lambda: self.keyring.initialized),
+            locked=self.keyring.locked,
+            workers=[w.info() for w in self.workers.values()],
+            queued_jobs=queued,
+            running_jobs=running,
+            dropped_replies=self.dropped_replies,
+            test_hooks=self.hooks is not None,
+        )
+
+    async def _stop(self, request: p.Stop, conn: Connection) -> p.Result:
+        # Let this reply go out first; the nursery is cancelled right after.
+        self.spawn(self._stop_soon)
+        return p.Done()
+
+    async def _stop_soon(self) -> None:
+        await trio.sleep(0.05)
+        self.stop()
+
+    async def _init(self, request: p.Init, conn: Connection) -> p.Result:
+        await self.db(self.keyring.init, request.passphrase, self.config.crypto)
+        return p.Done(locked=False)
+
+    async def _unlock(self, request: p.Unlock, conn: Connection) -> p.Result:
+        if self.keyring.locked:
+            await self.db(self.keyring.unlock, request.passphrase)
+        else:
+            # Already unlocked: still prove the passphrase, so `unlock` never succeeds with a wrong one.
+            await self.db(_verify_passphrase, self.store, request.passphrase)
+        return p.Done(locked=False)
+
+    async def _lock(self, request: p.Lock, conn: Connection) -> p.Result:
+        self.lock()
+        return p.Done(locked=True)
+
+    async def _vault_create(self, request: p.VaultCreate, conn: Connection) -> p.Result:
+        row = await self.db(self.vaults.create, request.name, request.device_only)
+        return _vault_info(row)
+
+    async def _vault_list(self, request: p.VaultList, conn: Connection) -> p.Result:
+        self.keyring.master()
+        return p.VaultListing(vaults=[_vault_info(v) for v in await self.db(self.vaults.list)])
+
+    async def _vault_show(self, request: p.VaultShow, conn: Connection) -> p.Result:
+        vault = await self.resolve_unlocked(request.vault)
+        count = await self.db(self.vaults.count_records, vault)
+        return p.VaultDetail(
+            id=vault.id, name=vault.name, device_only=vault.device_only, created=vault.created, records=count
+        )
+
+    async def _vault_policy(self, request: p.VaultPolicy, conn: Connection) -> p.Result:
+        vault = await self.resolve_unlocked(request.vault)
+        vault = await self.db(self.vaults.set_policy, vault, request.device_only)
+        self.content_changed(vault)
+        return _vault_info(vault)
+
+    async def _memory_add(self, request: p.MemoryAdd, conn: Connection) -> p.Result:
+        vault = await self.resolve_unlocked(request.vault)
+        record_id, revision = await self.db(
+            self.vaults.add,
+            vault,
+            request.kind,
+            request.sensitivity,
+            request.title,
+            request.body,
+            request.meta,
+        )
+        self.content_changed(vault)
+        return p.RecordRef(id=record_id, revision=revision)
+
+    async def _memory_read(self, request: p.MemoryRead, conn: Connection) -> p.Result:
+        vault = await self.resolve_unlocked(request.vault)
+        return await self.db(self.vaults.read, vault, request.id, request.revision)
+
+    async def _memory_list(self, request: p.MemoryList, conn: Connection) -> p.Result:
+        vault = await self.resolve_unlocked(request.vault)
+        return p.RecordListing(records=await self.db(self.vaults.summaries, vault, request.kind))
+
+    async def _memory_update(self, request: p.MemoryUpdate, conn: Connection) -> p.Result:
+        vault = await self.resolve_unlocked(request.vault)
+
+        def update() -> tuple[str, int]:
+            return self.vaults.update(
+                vault,
+                request.id,
+                title=request.title,
+                body=request.body,
+                sensitivity=request.sensitivity,
+                meta=request.meta,
+            )
+
+        record_id, revision = await self.db(update)
+        self.content_changed(vault)
+        return p.RecordRef(id=record_id, revision=revision)
+
+    async def _memory_delete(self, request: p.MemoryDelete, conn: Connection) -> p.Result:
+        vault = await self.resolve_unlocked(request.vault)
+        await self.db(self.vaults.delete, vault, request.id)
+        self.content_changed(vault)
+        return p.Done()
+
+    async def _jobs(self, request: p.Jobs, conn: Connection) -> p.Result:
+        return p.JobListing(jobs=self.jobs.listing())
+
+    async def _job_cancel(self, request: p.JobCancel, conn: Connection) -> p.Result:
+        job = self.jobs.cancel(request.job_id)
+        return p.JobListing(jobs=[job.info()])
+
+    async def _memory_search(self, request: p.MemorySearch, conn: Connection) -> p.Result:
+        return await self.retrieval.memory_search(request, conn)
+
+    async def _rag_search(self, request: p.RagSearch, conn: Connection) -> p.Result:
+        return await self.retrieval.search(request, conn)
+
+    async def _rag_status(self, request: p.RagStatus, conn: Connection) -> p.Result:
+        return await self.retrieval.status(request)
+
+    async def _rag_index(self, request: p.RagIndex, conn: Connection) -> p.Result:
+        return await self.retrieval.index(request, conn)
+
+    async def _rag_ingest(self, request: p.RagIngest, conn: Connection) -> p.Result:
+        return await self.ingest.run(request, conn)
+
+    async def _rag_model_install(self, request: p.RagModelInstall, conn: Connection) -> p.Result:
+        return await self.models.install(request, conn)
+
+    _handlers: ClassVar[dict[type, Callable[..., Any]]] = {
+        p.Status: _status,
+        p.Stop: _stop,
+        p.Init: _init,
+        p.Unlock: _unlock,
+        p.Lock: _lock,
+        p.VaultCreate: _vault_create,
+        p.VaultList: _vault_list,
+        p.VaultShow: _vault_show,
+        p.VaultPolicy: _vault_policy,
+        p.MemoryAdd: _memory_add,
+        p.MemoryRead: _memory_read,
+        p.MemoryList: _memory_list,
+        p.MemoryUpdate: _memory_update,
+        p.MemoryDelete: _memory_delete,
+        p.MemorySearch: _memory_search,
+        p.RagIngest: _rag_ingest,
+        p.RagSearch: _rag_search,
+        p.RagStatus: _rag_status,
+        p.RagIndex: _rag_index,
+        p.RagModelInstall: _rag_model_install,
+        p.Jobs: _jobs,
+        p.JobCancel: _job_cancel,
+    }
+
+
+def _vault_info(row: VaultRow) -> p.VaultInfo:
+    return p.VaultInfo(id=row.id, name=row.name, device_only=row.device_only)
+
+
+def _verify_passphrase(store: Store, passphrase: str) -> None:
+    Keyring(store).unlock(passphrase)

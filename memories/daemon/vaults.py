@@ -1,0 +1,313 @@
+"""Vaults and records: validation, encryption and the in-memory catalog of decrypted headers.
+
+The catalog holds, per vault and only while unlocked, the latest header (kind, sensitivity, title, metadata) of
+every record. It decides retrieval eligibility (R-01, R-02) in the supervisor: only a record of kind ``memory``
+or ``card`` with sensitivity ``general`` is ever turned into an :class:`~memories.protocol.IndexRecord` for a
+worker. Reads of a record always decrypt from the store, so tampering is caught on every read.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import sqlite3
+import time
+import unicodedata
+
+import msgspec
+
+from memories import crypto
+from memories.daemon.keyring import Keyring
+from memories.errors import MemoriesError
+from memories.limits import MAX_BODY_BYTES, MAX_META_ENTRIES, MAX_META_VALUE_BYTES, MAX_TITLE_BYTES
+from memories.protocol import IndexRecord, RecordKind, RecordSummary, RecordView, Sensitivity
+from memories.store import RevisionRow, Store, VaultRow
+
+_META_KEY = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+class RecordHeader(msgspec.Struct, forbid_unknown_fields=True):
+    """The sealed ``header`` field of a revision."""
+
+    kind: RecordKind
+    sensitivity: Sensitivity
+    title: str
+    meta: dict[str, str]
+
+
+class CatalogEntry(msgspec.Struct):
+    revision: int
+    header: RecordHeader
+
+
+def is_eligible(header: RecordHeader) -> bool:
+    """R-01/R-02: general memories and knowledge cards only; never private records, credentials or files."""
+    return header.kind in ("memory", "card") and header.sensitivity == "general"
+
+
+def split_tags(value: str | None) -> list[str]:
+    """Metadata ``tags`` is a comma-separated list."""
+    return [t.strip() for t in (value or "").split(",") if t.strip()]
+
+
+def new_id() -> str:
+    """A random 64-bit id as 16 lowercase hex digits."""
+    return secrets.token_hex(8)
+
+
+class Vaults:
+    """Vault and record operations over the store, sealed with the keyring's keys. Blocking (runs in a thread)."""
+
+    def __init__(self, store: Store, keyring: Keyring) -> None:
+        self._store = store
+        self._keys = keyring
+        self._catalog: dict[str, dict[str, CatalogEntry]] = {}
+
+    def forget(self) -> None:
+        """Drop every decrypted header (on lock)."""
+        self._catalog.clear()
+
+    # -- vaults --------------------------------------------------------------------------------------------
+
+    def resolve(self, ref: str) -> VaultRow:
+        """The vault whose id or unique name is ``ref``.
+
+        Raises:
+            MemoriesError: ``vault_not_found``; ``ambiguous_vault`` when ``ref`` is one vault's id and another's
+                name.
+        """
+        matches = [v for v in self._store.vaults() if ref in (v.id, v.name)]
+        if not matches:
+            raise MemoriesError("vault_not_found", f"no vault has the id or name {ref!r}")
+        if len(matches) > 1:
+            raise MemoriesError("ambiguous_vault", f"{ref!r} names more than one vault; use the id")
+        return matches[0]
+
+    def create(self, name: str, device_only: bool) -> VaultRow:
+        """Raises ``invalid_vault_name``, ``vault_name_taken``, ``vault_locked``."""
+        if not name or len(name) > 64 or name != name.strip() or any(unicodedata.category(c)[0] == "C" for c in name):
+            raise MemoriesError("invalid_vault_name", f"{name!r} is not a usable vault name")
+        vault_id = new_id()
+        wrapped = self._keys.wrap_vault_key(vault_id, crypto.new_key())
+        row = VaultRow(vault_id, name, device_only, time.time(), wrapped)
+        try:
+            self._store.insert_vault(row)
+        except sqlite3.IntegrityError:
+            raise MemoriesError("vault_name_taken", f"a vault named {name!r} already exists") from None
+        return row
+
+    def list(self) -> list[VaultRow]:
+        return self._store.vaults()
+
+    def count_records(self, vault: VaultRow) -> int:
+        return self._store.count_records(vault.id)
+
+    def set_policy(self, vault: VaultRow, device_only: bool) -> VaultRow:
+        self._keys.master()
+        self._store.set_device_only(vault.id, device_only)
+        return vault._replace(device_only=device_only)
+
+    # -- records -------------------------------------------------------------------------------------------
+
+    def add(
+        self,
+        vault: VaultRow,
+        kind: RecordKind,
+        sensitivity: Sensitivity,
+        title: str,
+        body: bytes,
+        meta: dict[str, str],
+    ) -> tuple[str, int]:
+        """Store a new record as revision 1; returns ``(id, 1)``.
+
+        Raises:
+            MemoriesError: ``body_too_large``, ``invalid_utf8``, ``invalid_argument`` (title, metadata),
+                ``vault_locked``.
+        """
+        header = RecordHeader(kind, sensitivity, _check_title(title), _check_meta(meta))
+        text = decode_body(body)
+        key = self._keys.vault_key(vault)
+        record_id = new_id()
+        while self._store.record_exists(vault.id, record_id):
+            record_id = new_id()
+        self._write(vault, key, record_id, 1, header, text)
+        return record_id, 1
+
+    def update(
+        self,
+        vault: VaultRow,
+        record_id: str,
+        *,
+        title: str | None,
+        body: bytes | None,
+        sensitivity: Sensitivity | None,
+        meta: dict[str, str] | None,
+    ) -> tuple[str, int]:
+        """Add a revision; fields left ``None`` keep the latest revision's value. Returns ``(id, revision)``."""
+        key = self._keys.vault_key(vault)
+        header, old_body, row = self._read_row(vault, key, record_id, None)
+        revision = row.revision
+        new_header = RecordHeader(
+            header.kind,
+            sensitivity or header.sensitivity,
+            _check_title(title) if title is not None else header.title,
+            _check_meta(meta) if meta is not None else header.meta,
+        )
+        text = decode_body(body) if body is not None else old_body
+        self._write(vault, key, record_id, revision + 1, new_header, text)
+        return record_id, revision + 1
+
+    def read(self, vault: VaultRow, record_id: str, revision: int | None) -> RecordView:
+        """Decrypt one revision (the latest by default).
+
+        Raises:
+            MemoriesError: ``record_not_found``, ``integrity_error``, ``vault_locked``.
+        """
+        header, body, row = self._read_row(vault, self._keys.vault_key(vault), record_id, revision)
+        return RecordView(
+            id=record_id,
+            revision=row.revision,
+            kind=header.kind,
+            sensitivity=header.sensitivity,
+            title=header.title,
+            body=body,
+            meta=header.meta,
+            created=row.created,
+            updated=row.updated,
+        )
+
+    def delete(self, vault: VaultRow, record_id: str) -> None:
+        self._keys.vault_key(vault)
+        if not self._store.record_exists(vault.id, record_id):
+            raise _not_found(record_id, None)
+        self._store.delete_record(vault.id, record_id)
+        self._store.checkpoint()
+        self.catalog(vault).pop(record_id, None)
+
+    def summaries(self, vault: VaultRow, kind: RecordKind | None) -> list[RecordSummary]:
+        """Listing rows (never a body)."""
+        return [
+            RecordSummary(record_id, e.revision, e.header.kind, e.header.sensitivity, e.header.title)
+            for record_id, e in self.catalog(vault).items()
+            if kind is None or e.header.kind == kind
+        ]
+
+    def catalog(self, vault: VaultRow) -> dict[str, CatalogEntry]:
+        """Latest decrypted header of every live record, loaded once per unlock and kept current."""
+        entries = self._catalog.get(vault.id)
+        if entries is None:
+            key = self._keys.vault_key(vault)
+            entries = {
+                row.id: CatalogEntry(row.revision, _open_header(key, vault.id, row.id, row.revision, row.header))
+                for row in self._store.latest_headers(vault.id)
+            }
+            self._catalog[vault.id] = entries
+        return entries
+
+    def eligible(self, vault: VaultRow) -> dict[str, int]:
+        """Record id -> latest revision of every retrieval-eligible record."""
+        return {rid: e.revision for rid, e in self.catalog(vault).items() if is_eligible(e.header)}
+
+    def index_records(self, vault: VaultRow, record_ids: list[str]) -> list[IndexRecord]:
+        """Decrypt the latest revision of eligible records for ``workers.index``; ineligible ids are skipped."""
+        key = self._keys.vault_key(vault)
+        records = []
+        for record_id, (revision, header_blob, body_blob) in self._store.bodies(vault.id, record_ids).items():
+            header = _open_header(key, vault.id, record_id, revision, header_blob)
+            if not is_eligible(header):
+                continue
+            body = crypto.open_sealed(key, body_blob, crypto.record_aad(vault.id, record_id, revision, "body"))
+            records.append(
+                IndexRecord(
+                    id=record_id,
+                    revision=revision,
+                    kind=header.kind,  # type: ignore[arg-type]  # eligible: memory or card
+                    title=header.title,
+                    body=body.decode("utf-8"),
+                    source=header.meta.get("source"),
+                    tags=split_tags(header.meta.get("tags")),
+                )
+            )
+        return records
+
+    def find_by_source(self, vault: VaultRow, source: str) -> str | None:
+        """The card that an earlier ingest made from ``source``, if any."""
+        for record_id, entry in self.catalog(vault).items():
+            if entry.header.kind == "card" and entry.header.meta.get("source") == source:
+                return record_id
+        return None
+
+    def read_latest(self, vault: VaultRow, record_id: str) -> tuple[RecordHeader, str]:
+        """``(header, body)`` of the latest revision."""
+        header, body, _ = self._read_row(vault, self._keys.vault_key(vault), record_id, None)
+        return header, body
+
+    # -- internals -----------------------------------------------------------------------------------------
+
+    def _read_row(
+        self, vault: VaultRow, key: bytes, record_id: str, revision: int | None
+    ) -> tuple[RecordHeader, str, RevisionRow]:
+        row = self._store.revision(vault.id, record_id, revision)
+        if row is None:
+            raise _not_found(record_id, revision)
+        header = _open_header(key, vault.id, record_id, row.revision, row.header)
+        body = crypto.open_sealed(key, row.body, crypto.record_aad(vault.id, record_id, row.revision, "body"))
+        return header, body.decode("utf-8"), row
+
+    def _write(
+        self, vault: VaultRow, key: bytes, record_id: str, revision: int, header: RecordHeader, body: str
+    ) -> None:
+        sealed_header = crypto.seal(
+            key, msgspec.msgpack.encode(header), crypto.record_aad(vault.id, record_id, revision, "header")
+        )
+        sealed_body = crypto.seal(key, body.encode("utf-8"), crypto.record_aad(vault.id, record_id, revision, "body"))
+        self._store.add_revision(vault.id, record_id, revision, time.time(), sealed_header, sealed_body)
+        self.catalog(vault)[record_id] = CatalogEntry(revision, header)
+
+
+def decode_body(body: bytes) -> str:
+    """Check size and UTF-8; returns the text.
+
+    Raises:
+        MemoriesError: ``body_too_large`` over :data:`~memories.limits.MAX_BODY_BYTES`; ``invalid_utf8``.
+    """
+    if len(body) > MAX_BODY_BYTES:
+        raise MemoriesError(
+            "body_too_large",
+            f"the body has {len(body):,} bytes; the largest accepted is {MAX_BODY_BYTES:,} bytes (2 MiB)",
+            {"bytes": len(body), "max": MAX_BODY_BYTES},
+        )
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MemoriesError("invalid_utf8", f"the body is not valid UTF-8 (byte {exc.start})") from None
+
+
+def _check_title(title: str) -> str:
+    if not title.strip():
+        raise MemoriesError("invalid_argument", "the title is empty")
+    if len(title.encode("utf-8")) > MAX_TITLE_BYTES:
+        raise MemoriesError("invalid_argument", f"the title is longer than {MAX_TITLE_BYTES} bytes")
+    return title
+
+
+def _check_meta(meta: dict[str, str]) -> dict[str, str]:
+    if len(meta) > MAX_META_ENTRIES:
+        raise MemoriesError("invalid_argument", f"more than {MAX_META_ENTRIES} metadata entries")
+    for key, value in meta.items():
+        if not _META_KEY.match(key):
+            raise MemoriesError("invalid_argument", f"metadata key {key!r} must be 1-64 of [A-Za-z0-9_.-]")
+        if len(value.encode("utf-8")) > MAX_META_VALUE_BYTES:
+            raise MemoriesError("invalid_argument", f"metadata value of {key!r} exceeds {MAX_META_VALUE_BYTES} bytes")
+    return dict(meta)
+
+
+def _open_header(key: bytes, vault_id: str, record_id: str, revision: int, blob: bytes) -> RecordHeader:
+    plain = crypto.open_sealed(key, blob, crypto.record_aad(vault_id, record_id, revision, "header"))
+    return msgspec.msgpack.decode(plain, type=RecordHeader)
+
+
+def _not_found(record_id: str, revision: int | None) -> MemoriesError:
+    if revision is None:
+        return MemoriesError("record_not_found", f"no record {record_id!r} in this vault")
+    return MemoriesError("record_not_found", f"record {record_id!r} has no revision {revision}")

@@ -1,0 +1,24 @@
+"""Size limits shared by the CLI (to fail early, before sending) and the daemon (which enforces them).
+
+The body limit keeps a record far below the 16 MiB per-vault index budget of R-21 while allowing the largest
+notes people keep as text (the biggest note of the sample corpus is 118 KB).
+"""
+
+MAX_BODY_BYTES = 2 * 1024 * 1024
+"""Largest record body in UTF-8 bytes (2 MiB). An empty body is allowed (the record is found by its title)."""
+
+MAX_TITLE_BYTES = 4096
+"""Largest title in UTF-8 bytes."""
+
+MAX_META_ENTRIES = 64
+"""Most metadata entries per record; keys are 1-64 characters of ``[A-Za-z0-9_.-]``, values <= 4096 bytes."""
+
+MAX_META_VALUE_BYTES = 4096
+
+MAX_QUERY_BYTES = 1024
+"""R-17: longest query in UTF-8 bytes as received."""
+
+MAX_RESULTS = 100
+"""R-17: most results one search may request."""
+
+MAX_PASSPHRASE_BYTES = 1024

@@ -1,0 +1,87 @@
+"""The embedding backend interface, its task prefixes and the vector space key (R-25, R-32).
+
+Light to import (numpy only): the index worker uses :func:`document_input` to name the exact model input of each
+chunk, and hashes it to key vectors, without loading a tokenizer or ONNX Runtime. Implementations: local ONNX
+(:mod:`memories.models.local_onnx`); remote ``gemini`` and ``compatible`` providers fit the same interface.
+"""
+
+from __future__ import annotations
+
+import abc
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+FloatMatrix = NDArray[np.float32]
+
+QUERY_PREFIX = "task: search result | query: "
+"""EmbeddingGemma model card, "Prompt instructions": the retrieval query prompt."""
+DOCUMENT_PREFIX = "title: {title} | text: "
+"""EmbeddingGemma model card, "Prompt instructions": the document prompt; a missing title is ``none``."""
+
+
+def query_input(query: str) -> str:
+    """The exact model input for a search query: ``"task: search result | query: " + query``."""
+    return QUERY_PREFIX + query
+
+
+def document_input(title: str | None, text: str) -> str:
+    """The exact model input for a chunk: ``"title: {title or 'none'} | text: " + text``."""
+    return DOCUMENT_PREFIX.format(title=title or "none") + text
+
+
+def vector_space_key(description: dict[str, Any]) -> str:
+    """``"<backend>:<sha256 hex>"`` over the canonical JSON of ``description`` (which must hold ``backend``).
+
+    Every backend builds its key with this function from everything that changes its vectors (model, revision
+    or URL, dimension, prefixes, file digests), so two keys are equal only when the vectors are comparable.
+    """
+    canonical = json.dumps(description, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return f"{description['backend']}:{hashlib.sha256(canonical.encode('utf-8')).hexdigest()}"
+
+
+class EmbeddingBackend(abc.ABC):
+    """One way of turning text into vectors: local ONNX here; remote ``gemini`` and ``compatible`` later.
+
+    Callers hash :meth:`query_input` / :meth:`document_input` to key vectors (``memories.rag.vectors``), and
+    call :meth:`embed` only for the inputs still missing. Every result is float32 ``[n, dimension]``, finite and
+    L2-normalized, so cosine similarity is a dot product.
+    """
+
+    @property
+    @abc.abstractmethod
+    def space_key(self) -> str:
+        """The vector space key (see :func:`vector_space_key`); vectors of different keys are never compared."""
+
+    @property
+    @abc.abstractmethod
+    def dimension(self) -> int:
+        """Width of every vector this backend returns."""
+
+    @abc.abstractmethod
+    def query_input(self, query: str) -> str:
+        """The exact model input for a search query (prefix included)."""
+
+    @abc.abstractmethod
+    def document_input(self, title: str | None, text: str) -> str:
+        """The exact model input for a document chunk (prefix and title included)."""
+
+    @abc.abstractmethod
+    def embed(self, inputs: Sequence[str]) -> FloatMatrix:
+        """Vectors float32 ``[len(inputs), dimension]`` for model inputs made by the two methods above.
+
+        Raises:
+            MemoriesError: ``invalid_vector`` when the model returns a NaN, infinite or zero vector.
+        """
+
+    def embed_queries(self, queries: Sequence[str]) -> FloatMatrix:
+        """Vectors float32 ``[len(queries), dimension]`` of search queries."""
+        return self.embed([self.query_input(query) for query in queries])
+
+    def embed_documents(self, documents: Sequence[tuple[str | None, str]]) -> FloatMatrix:
+        """Vectors float32 ``[len(documents), dimension]`` of ``(title, chunk text)`` pairs."""
+        return self.embed([self.document_input(title, text) for title, text in documents])

@@ -1,0 +1,352 @@
+"""In-process embeddings: EmbeddingGemma 300M Q4 on ONNX Runtime (R-22, R-24, R-25), behind one backend interface.
+
+The pipeline for one text, as the embedding worker runs it::
+
+    prefix (query_input / document_input)  ->  tokenizer.json (tokenizers, special-token text kept as text)
+      ->  [BOS] ids... [EOS], truncated to max_tokens, ids >= vocab_size -> <unk>
+      ->  batches sorted by token length, padded right with 0  ->  graph output "sentence_embedding"
+      ->  checked finite, L2-normalized float32[n, 768]
+
+**Telemetry.** The onnxruntime wheels since 1.29 carry Microsoft's 1DS telemetry on Linux and macOS as well as
+Windows (``onnxruntime/Privacy.md`` in the installed package). The installed 1.32 reads one environment opt-out,
+``ORT_DISABLE_TELEMETRY=1``; it is latched when onnxruntime is imported, and with it no uploader, event, device id
+(``$XDG_CACHE_HOME/Microsoft/DeveloperTools/.onnxruntime/deviceid``) or offline event store (``onnxruntime.db``
+beside it) is created. Without it, even with ``disable_telemetry_events()`` called first thing, a process that
+runs a session writes both files and resolves ``mobile.events.data.microsoft.com``; set after the import, the
+variable is too late and the files still appear. So:
+
+- the supervisor starts ``workers.embedding`` with :data:`TELEMETRY_ENVIRONMENT` merged into its environment, and
+  the worker calls :func:`disable_telemetry_environment` first thing, before anything imports onnxruntime;
+- this module never imports onnxruntime at import time; it imports it on first use, after setting the variable
+  itself, and calls ``onnxruntime.disable_telemetry_events()`` (the runtime API, which suppresses non-essential
+  events) before creating any session;
+- if onnxruntime was already imported without the opt-out, :attr:`LocalOnnxEmbedder.warnings` says so.
+
+**Vector space key.** A digest of the backend name, the model's repository, revision and id (when it came from a
+manifest), the dimension, ``max_tokens``, both task prefixes and the SHA-256 of the graph, its external data and
+``tokenizer.json``, so vectors from different files, prefixes or truncation never meet in one search (R-32).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import NDArray
+from tokenizers import Tokenizer
+
+from memories.errors import MemoriesError
+from memories.models.embedding import (
+    DOCUMENT_PREFIX,
+    QUERY_PREFIX,
+    EmbeddingBackend,
+    FloatMatrix,
+    document_input,
+    query_input,
+    vector_space_key,
+)
+from memories.models.manifest import Manifest
+from memories.models.telemetry import TELEMETRY_ENVIRONMENT, disable_telemetry_environment
+
+if TYPE_CHECKING:
+    import onnxruntime
+
+BACKEND = "local-onnx"
+"""Backend name bound into the vector space key."""
+DIMENSION = 768
+"""EmbeddingGemma's output width (R-25); the graph's ``sentence_embedding`` must be ``[batch, 768]``."""
+PAD_ID, EOS_ID, BOS_ID, UNK_ID = 0, 1, 2, 3
+"""Gemma tokenizer ids of ``<pad>``, ``<eos>``, ``<bos>``, ``<unk>``; checked against ``tokenizer.json`` at load."""
+GRAPH_PATH = "onnx/model_q4.onnx"
+"""The Q4 graph inside a model folder (the repository layout); its external data is ``<graph>_data`` beside it."""
+TOKENIZER_PATH = "tokenizer.json"
+CONFIG_PATH = "config.json"
+
+_SPECIAL_IDS = {"<pad>": PAD_ID, "<eos>": EOS_ID, "<bos>": BOS_ID, "<unk>": UNK_ID}
+_ORT_IMPORTED_WITHOUT_OPT_OUT = "onnxruntime" in sys.modules and not all(
+    os.environ.get(name) == value for name, value in TELEMETRY_ENVIRONMENT.items()
+)
+
+
+class LocalOnnxEmbedder(EmbeddingBackend):
+    """EmbeddingGemma (or a stand-in with its interface) loaded from a model folder, run in this process.
+
+    Args:
+        model_dir: folder in the repository layout: ``onnx/model_q4.onnx`` (or ``manifest.graph``) with its
+            external data ``onnx/model_q4.onnx_data`` beside it, ``tokenizer.json``, ``config.json``.
+        threads: ONNX Runtime intra-op threads (``[rag] local_threads``); inter-op is 1, spinning off.
+        max_tokens: longest token sequence fed to the graph, BOS and EOS included (``[rag] max_tokens``).
+        batch_size: texts per graph run (``[rag] embed_batch_size``).
+        manifest: the manifest the folder was installed and verified from; its hashes, repository, revision and
+            model id go into the space key instead of hashing the files again. ``None`` for a user-supplied
+            ``local_model_dir``: the files are hashed at load (about a second for the 200 MB model).
+
+    Raises:
+        MemoriesError: ``model_invalid`` naming the problem when a file is missing, ``config.json`` or
+            ``tokenizer.json`` does not load, the special-token ids differ from Gemma's, the graph lacks the
+            int64 rank-2 inputs ``input_ids`` and ``attention_mask`` or the float32 ``[batch, 768]`` output
+            ``sentence_embedding``, or ONNX Runtime refuses the graph.
+    """
+
+    def __init__(
+        self,
+        model_dir: Path,
+        *,
+        threads: int = 4,
+        max_tokens: int = 2048,
+        batch_size: int = 8,
+        manifest: Manifest | None = None,
+    ) -> None:
+        if threads < 1 or max_tokens < 2 or batch_size < 1:
+            raise ValueError("threads and batch_size must be >= 1, max_tokens >= 2")
+        self.model_dir = Path(model_dir)
+        self.threads = threads
+        self.max_tokens = max_tokens
+        self.batch_size = batch_size
+        self.warnings: list[str] = []
+        """Things a person should know but that do not stop the model from running (shown in status/logs)."""
+        graph = manifest.graph if manifest is not None else GRAPH_PATH
+        self._paths = {
+            "graph": graph,
+            "external_data": f"{graph}_data",
+            "tokenizer": TOKENIZER_PATH,
+        }
+        for role, relative in [*self._paths.items(), ("config", CONFIG_PATH)]:
+            path = self.model_dir / relative
+            if not path.is_file():
+                hint = " (it must sit beside the graph)" if role == "external_data" else ""
+                raise MemoriesError("model_invalid", f"{path} is missing{hint}", {"file": relative})
+        self.vocab_size = self._read_vocab_size()
+        self._tokenizer = self._load_tokenizer()
+        self._session = self._load_session()
+        self.files = self._file_digests(manifest)
+        """Relative path -> SHA-256 hex of the graph, its external data and ``tokenizer.json``."""
+        description: dict[str, Any] = {
+            "backend": BACKEND,
+            "dimension": DIMENSION,
+            "max_tokens": max_tokens,
+            "query_prefix": QUERY_PREFIX,
+            "document_prefix": DOCUMENT_PREFIX,
+            "files": self.files,
+        }
+        if manifest is not None:
+            description |= {
+                "repository": manifest.repository,
+                "revision": manifest.revision,
+                "model_id": manifest.model_id,
+            }
+        self._space_key = vector_space_key(description)
+
+    @property
+    def space_key(self) -> str:
+        """``"local-onnx:<sha256 hex>"``, see the module docstring for what it covers."""
+        return self._space_key
+
+    @property
+    def dimension(self) -> int:
+        """Always 768 (:data:`DIMENSION`)."""
+        return DIMENSION
+
+    def query_input(self, query: str) -> str:
+        """See :func:`query_input`."""
+        return query_input(query)
+
+    def document_input(self, title: str | None, text: str) -> str:
+        """See :func:`document_input`."""
+        return document_input(title, text)
+
+    def token_ids(self, text: str) -> list[int]:
+        """The token ids fed to the graph for ``text`` (a full model input, prefix included), before padding.
+
+        Starts with BOS (2) and ends with EOS (1), adding what the tokenizer left out; at most ``max_tokens``
+        ids, the last always EOS; ids ``>= vocab_size`` (``config.json``) replaced by ``<unk>`` (3). Literal
+        special-token text in ``text`` (``"<eos>"``) is tokenized as text, never as the special id.
+        """
+        ids = self._tokenizer.encode(text).ids
+        if not ids or ids[0] != BOS_ID:
+            ids.insert(0, BOS_ID)
+        if len(ids) > 1 and ids[-1] == EOS_ID:
+            ids.pop()
+        ids = ids[: self.max_tokens - 1]
+        ids.append(EOS_ID)
+        vocab_size = self.vocab_size
+        if max(ids) >= vocab_size:
+            ids = [UNK_ID if token >= vocab_size else token for token in ids]
+        return ids
+
+    def batches(self, inputs: Sequence[str]) -> list[list[int]]:
+        """Positions of ``inputs`` grouped into graph runs of at most ``batch_size``, sorted by token length.
+
+        Texts of similar length share a batch, so little padding is computed (ties keep input order). The
+        daemon sends the groups one at a time with :meth:`embed_batch` to check its budget between them.
+        """
+        lengths = [len(self.token_ids(text)) for text in inputs]
+        return self._plan(lengths)
+
+    def embed_batch(self, inputs: Sequence[str]) -> FloatMatrix:
+        """One graph run: float32 ``[len(inputs), 768]``, L2-normalized, rows in the order of ``inputs``.
+
+        Raises:
+            MemoriesError: ``invalid_vector`` when a row is NaN, infinite or zero; ``model_invalid`` when the
+                graph's output does not have the shape it declared.
+        """
+        return self._run([self.token_ids(text) for text in inputs])
+
+    def embed(self, inputs: Sequence[str]) -> FloatMatrix:
+        """All of ``inputs`` in length-sorted batches: float32 ``[len(inputs), 768]`` in input order.
+
+        Raises:
+            MemoriesError: ``invalid_vector`` or ``model_invalid`` as :meth:`embed_batch`.
+        """
+        encoded = [self.token_ids(text) for text in inputs]
+        result = np.empty((len(encoded), DIMENSION), dtype=np.float32)
+        for positions in self._plan([len(ids) for ids in encoded]):
+            result[positions] = self._run([encoded[position] for position in positions])
+        return result
+
+    def _plan(self, lengths: list[int]) -> list[list[int]]:
+        order = sorted(range(len(lengths)), key=lambda position: lengths[position])
+        return [order[start : start + self.batch_size] for start in range(0, len(order), self.batch_size)]
+
+    def _run(self, encoded: list[list[int]]) -> FloatMatrix:
+        if not encoded:
+            return np.empty((0, DIMENSION), dtype=np.float32)
+        width = max(len(ids) for ids in encoded)
+        input_ids = np.full((len(encoded), width), PAD_ID, dtype=np.int64)
+        attention_mask = np.zeros((len(encoded), width), dtype=np.int64)
+        for row, ids in enumerate(encoded):
+            input_ids[row, : len(ids)] = ids
+            attention_mask[row, : len(ids)] = 1
+        (output,) = self._session.run(
+            ["sentence_embedding"], {"input_ids": input_ids, "attention_mask": attention_mask}
+        )
+        if output.shape != (len(encoded), DIMENSION):
+            raise MemoriesError(
+                "model_invalid",
+                f"sentence_embedding came out with shape {list(output.shape)}, not [{len(encoded)}, {DIMENSION}]",
+            )
+        return _normalized(output)
+
+    def _read_vocab_size(self) -> int:
+        path = self.model_dir / CONFIG_PATH
+        try:
+            vocab_size = json.loads(path.read_text(encoding="utf-8"))["vocab_size"]
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+            raise MemoriesError("model_invalid", f"{path} has no readable vocab_size ({exc})") from None
+        if not isinstance(vocab_size, int) or vocab_size <= max(_SPECIAL_IDS.values()):
+            raise MemoriesError("model_invalid", f"{path}: vocab_size {vocab_size!r} is not a usable size")
+        return vocab_size
+
+    def _load_tokenizer(self) -> Tokenizer:
+        path = self.model_dir / TOKENIZER_PATH
+        try:
+            tokenizer = Tokenizer.from_file(str(path))
+        except Exception as exc:  # tokenizers raises a bare Exception for malformed files
+            raise MemoriesError("model_invalid", f"{path} does not load: {exc}") from None
+        for token, expected in _SPECIAL_IDS.items():
+            found = tokenizer.token_to_id(token)
+            if found != expected:
+                raise MemoriesError("model_invalid", f"{path}: {token} has id {found}, expected {expected}")
+        tokenizer.no_truncation()
+        tokenizer.no_padding()
+        # Note text that spells a special token ("<eos>") must stay text, never become the control id.
+        tokenizer.encode_special_tokens = True
+        return tokenizer
+
+    def _load_session(self) -> onnxruntime.InferenceSession:
+        ort = _import_onnxruntime()
+        if _ORT_IMPORTED_WITHOUT_OPT_OUT:
+            self.warnings.append(
+                "onnxruntime was imported before ORT_DISABLE_TELEMETRY=1 was set; only the runtime "
+                "telemetry switch applies in this process"
+            )
+        cores = _available_cores()
+        if self.threads > cores:
+            self.warnings.append(
+                f"local_threads = {self.threads} exceeds the {cores} CPU cores available; threads will compete"
+            )
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = self.threads
+        options.inter_op_num_threads = 1
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+        options.log_severity_level = 3  # errors only: the worker's log is not the place for optimizer chatter
+        path = self.model_dir / self._paths["graph"]
+        try:
+            session = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own pybind exception types
+            raise MemoriesError("model_invalid", f"ONNX Runtime cannot load {path}: {exc}") from None
+        _check_interface(session, path)
+        return session
+
+    def _file_digests(self, manifest: Manifest | None) -> dict[str, str]:
+        pinned = {file.path: file.sha256 for file in manifest.files} if manifest is not None else {}
+        digests = {}
+        for relative in self._paths.values():
+            if relative in pinned:
+                digests[relative] = pinned[relative]
+            else:
+                with open(self.model_dir / relative, "rb") as file:
+                    digests[relative] = hashlib.file_digest(file, "sha256").hexdigest()
+        return digests
+
+
+def _import_onnxruntime() -> Any:
+    """onnxruntime, imported after the environment opt-out and with the runtime telemetry switch off."""
+    disable_telemetry_environment()
+    import onnxruntime
+
+    onnxruntime.disable_telemetry_events()
+    return onnxruntime
+
+
+def _available_cores() -> int:
+    """CPU cores this process may run on (its affinity mask where the OS has one, else ``os.cpu_count()``)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def _check_interface(session: onnxruntime.InferenceSession, path: Path) -> None:
+    """The load checks of issue 4 on the graph's declared inputs and outputs (``model_invalid`` otherwise)."""
+    inputs = {node.name: node for node in session.get_inputs()}
+    for name in ("input_ids", "attention_mask"):
+        node = inputs.pop(name, None)
+        if node is None:
+            raise MemoriesError("model_invalid", f"{path} has no input {name!r}")
+        if node.type != "tensor(int64)" or len(node.shape) != 2:
+            raise MemoriesError(
+                "model_invalid", f"{path}: input {name!r} is {node.type} {node.shape}, not int64 [batch, seq]"
+            )
+    if inputs:
+        raise MemoriesError("model_invalid", f"{path} needs inputs this runtime does not feed: {sorted(inputs)}")
+    outputs = {node.name: node for node in session.get_outputs()}
+    node = outputs.get("sentence_embedding")
+    if node is None:
+        raise MemoriesError("model_invalid", f"{path} has no output 'sentence_embedding' (it has {sorted(outputs)})")
+    if node.type != "tensor(float)" or len(node.shape) != 2 or node.shape[1] != DIMENSION:
+        raise MemoriesError(
+            "model_invalid",
+            f"{path}: output 'sentence_embedding' is {node.type} {node.shape}, not float32 [batch, {DIMENSION}]",
+        )
+
+
+def _normalized(vectors: NDArray[Any]) -> FloatMatrix:
+    """Rows of ``vectors`` scaled to unit L2 norm as float32; ``invalid_vector`` for a NaN, inf or zero row."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    finite = np.isfinite(vectors).all(axis=1)
+    norms = np.linalg.norm(vectors.astype(np.float64), axis=1)
+    bad = np.flatnonzero(~finite | (norms == 0) | ~np.isfinite(norms))
+    if bad.size:
+        raise MemoriesError(
+            "invalid_vector",
+            f"the model produced {bad.size} NaN, infinite or zero vector(s) in a batch of {len(vectors)}",
+            {"rows": bad.tolist()},
+        )
+    return np.ascontiguousarray((vectors / norms[:, None]).astype(np.float32))

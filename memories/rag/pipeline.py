@@ -1,0 +1,179 @@
+"""One vault's cache and the search pipeline over it: BM25, vectors, Reciprocal Rank Fusion, reranking (R-10 … R-14,
+R-34, R-35).
+
+::
+
+    query ─ analyze ─┬─ BM25 (FTS5, weights 5/1/2) ──────────────┐
+                     │                                           ├─ RRF (k = 60) ─ lightweight rerank ─ top N
+                     └─ cosine over unit vectors ── strict-mode ──┘     (hybrid)   (unless --no-rerank)
+                          (vector, hybrid)          filter (all, phrase)
+
+Scores are higher-is-better in every mode: ``bm25`` gives ``-bm25()`` of FTS5; ``vector`` the cosine similarity
+in ``[-1, 1]``; ``hybrid`` the RRF value ``Σ 1/(60 + rank)`` over the two rankings (at most ``2/61``); the
+reranker multiplies a non-negative score by ``1 + 0.5·coverage + 0.25·phrase`` (:mod:`memories.rag.fusion`).
+Hybrid fuses the best :data:`CANDIDATES` of each ranking; when one ranking is empty the other's order is kept.
+Ties: BM25 by record id then byte offset; vector by the order of the chunks in the vault; RRF by best rank, then
+the BM25 rank.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from memories import protocol as p
+from memories.models.embedding import document_input
+from memories.rag.analysis import AnalyzedQuery, analyze_query, highlight_spans
+from memories.rag.fusion import RerankCandidate, reciprocal_rank_fusion, rerank
+from memories.rag.vault_index import ChunkRow, VaultIndex
+from memories.rag.vectors import VectorStore, input_hash
+
+CANDIDATES = 100
+"""Depth of each ranking fed to fusion and the reranker (at least the requested limit)."""
+
+
+class VaultCache:
+    """Everything ``workers.index`` keeps for one vault: the lexical index, the vectors and the epoch it is at."""
+
+    def __init__(self, vault_id: str) -> None:
+        self.vault_id = vault_id
+        self.index = VaultIndex(vault_id)
+        self.vectors = VectorStore()
+        self.epoch: int | None = None
+        self.last_build: float | None = None
+        self._input_keys: dict[int, str] = {}
+        self._spaces: set[str] = set()
+
+    # -- updates -------------------------------------------------------------------------------------------
+
+    def apply(self, upserts: list[p.IndexRecord], deletes: list[str], epoch: int | None) -> None:
+        """Apply a sync batch; ``epoch`` (the final batch) stamps the cache and drops vectors no chunk uses.
+
+        Raises:
+            MemoriesError: ``vault_too_large`` (the cache is unchanged).
+        """
+        self.epoch = None
+        self.index.apply(upserts, deletes)
+        self.last_build = time.time()
+        if epoch is None:
+            return
+        live = {row.rowid for row in self.index.rows()}
+        self._input_keys = {rowid: key for rowid, key in self._input_keys.items() if rowid in live}
+        keys = {self._key(row) for row in self.index.rows()}
+        self.vectors.retain((space, key) for space in self._spaces for key in keys)
+        self.epoch = epoch
+
+    def store_vectors(self, space_key: str, keys: list[str], vectors: bytes, dimension: int) -> int:
+        """Store finished vectors (float32[n, dimension] bytes); returns how many were new."""
+        matrix = np.frombuffer(vectors, dtype=np.float32).reshape(len(keys), dimension)
+        self._spaces.add(space_key)
+        return self.vectors.add(space_key, keys, matrix)
+
+    # -- embedding plan ------------------------------------------------------------------------------------
+
+    def missing(self, space_key: str, limit: int) -> p.MissingInputs:
+        """Up to ``limit`` model inputs without a vector, shortest first, so consecutive batches have similar
+        token lengths and little padding; plus how many are missing and embedded in all."""
+        wanted: dict[str, ChunkRow] = {}
+        for row in self.index.rows():
+            wanted.setdefault(self._key(row), row)
+        missing = self.vectors.missing(space_key, wanted)
+        inputs = {key: document_input(wanted[key].title, wanted[key].chunk.text) for key in missing}
+        chosen = sorted(missing, key=lambda key: (len(inputs[key]), wanted[key].rowid))[:limit]
+        return p.MissingInputs(
+            keys=chosen,
+            inputs=[inputs[key] for key in chosen],
+            total_missing=len(missing),
+            embedded=len(wanted) - len(missing),
+        )
+
+    def state(self, space_key: str | None) -> p.IndexState:
+        stats = self.index.stats()
+        keys = {self._key(row) for row in self.index.rows()}
+        embedded = 0 if space_key is None else len(keys) - len(self.vectors.missing(space_key, keys))
+        return p.IndexState(
+            cached=True,
+            records=stats.records,
+            chunks=stats.chunks,
+            text_bytes=stats.text_bytes,
+            last_build=self.last_build,
+            embedded=embedded,
+            missing=len(keys) - embedded,
+            vector_bytes=self.vectors.nbytes,
+        )
+
+    # -- search --------------------------------------------------------------------------------------------
+
+    def search(self, request: p.IndexQuery) -> list[p.SearchHit]:
+        """Chunks in rank order for one query (labels are given by the supervisor).
+
+        Raises:
+            MemoriesError: ``query_too_long``, ``too_many_terms``, ``invalid_vector``.
+        """
+        query = analyze_query(request.query)
+        if not query.terms:
+            return []  # an empty or punctuation-only query finds nothing, in every mode
+        if request.mode == "bm25":
+            hits = self.index.search(
+                query, match_mode=request.match_mode, limit=request.limit, cards_only=request.cards_only
+            )
+            ranked = [(hit.row, hit.score) for hit in hits]
+        else:
+            ranked = self._semantic(query, request)
+        return [_hit(row, score, query) for row, score in ranked[: request.limit]]
+
+    def _semantic(self, query: AnalyzedQuery, request: p.IndexQuery) -> list[tuple[ChunkRow, float]]:
+        assert request.space_key is not None and request.query_vector is not None
+        depth = max(CANDIDATES, request.limit)
+        rows = [row for row in self.index.rows() if not request.cards_only or row.kind == "card"]
+        if request.match_mode != "any":
+            allowed = self.index.filter_rowids(query, match_mode=request.match_mode, cards_only=request.cards_only)
+            rows = [row for row in rows if row.rowid in allowed]
+        by_key: dict[str, list[ChunkRow]] = {}
+        for row in rows:
+            by_key.setdefault(self._key(row), []).append(row)
+        vector = np.frombuffer(request.query_vector, dtype=np.float32)
+        cosine = [
+            (row, score)
+            for key, score in self.vectors.search(request.space_key, vector, by_key, limit=depth)
+            for row in by_key[key]
+        ]
+        if request.mode == "vector":
+            fused = [(row.rowid, score) for row, score in cosine]
+        else:
+            lexical = self.index.search(
+                query, match_mode=request.match_mode, limit=min(depth, 100), cards_only=request.cards_only
+            )
+            fused = reciprocal_rank_fusion([[hit.row.rowid for hit in lexical], [row.rowid for row, _ in cosine]])
+        if not request.no_rerank:
+            candidates = [
+                RerankCandidate(rowid, score, self.index.row(rowid).terms, self.index.row(rowid).phrase_key)
+                for rowid, score in fused[:depth]
+            ]
+            fused = rerank(query.terms, query.phrase, candidates)
+        return [(self.index.row(rowid), score) for rowid, score in fused]
+
+    def _key(self, row: ChunkRow) -> str:
+        key = self._input_keys.get(row.rowid)
+        if key is None:
+            key = self._input_keys[row.rowid] = input_hash(document_input(row.title, row.chunk.text))
+        return key
+
+
+def _hit(row: ChunkRow, score: float, query: AnalyzedQuery) -> p.SearchHit:
+    chunk = row.chunk
+    return p.SearchHit(
+        label="",
+        asset_id=row.record_id,
+        revision=row.revision,
+        chunk_hash=chunk.chunk_hash,
+        byte_start=chunk.byte_start,
+        byte_end=chunk.byte_end,
+        score=score,
+        title=row.title,
+        kind=row.kind,
+        source=row.source,
+        text=chunk.text,
+        highlights=highlight_spans(chunk.text, query.terms),
+    )

@@ -1,0 +1,194 @@
+"""Per-vault vector store of the index worker: content-addressed vectors and cosine search (R-21, R-27, R-34).
+
+A vector is keyed by ``(space_key, input_hash)``: the vector space key of the backend that made it
+(``memories.models.local_onnx.vector_space_key``) and the SHA-256 of the exact model input (task prefix, title
+and chunk text, :func:`input_hash`). So:
+
+- a retry after ``budget_exceeded`` or ``cancelled`` embeds only the keys :meth:`VectorStore.missing` reports;
+- an edit re-embeds only the chunks whose input changed, and an edit elsewhere in the vault costs nothing;
+- vectors of two spaces are never compared: every lookup and search names its space.
+
+Vectors live in one contiguous float32 matrix, rebuilt lazily on the first search after adds or drops, so a
+search is one matrix-vector product. Nothing here is ever written to disk (R-20). Not thread-safe: the index
+worker handles one request at a time.
+
+Example::
+
+    store = VectorStore()
+    hashes = [input_hash(text) for text in inputs]
+    todo = store.missing(space, hashes)            # -> the hashes still to embed
+    store.add(space, todo, vectors)                # float32[len(todo), 768], unit rows
+    store.search(space, query_vector, hashes)      # -> [(input_hash, cosine), ...] best first
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+
+from memories.errors import MemoriesError
+
+DIMENSION = 768
+"""Default vector width (EmbeddingGemma, R-25)."""
+MAX_VECTOR_BYTES = 32 * 1024 * 1024
+"""R-21: at most 32 MiB of vectors per cached vault (10,922 vectors of 768 float32)."""
+NORM_TOLERANCE = 1e-3
+"""How far from 1 a stored vector's L2 norm may be; backends normalize to about 1e-6, remote ones less tightly."""
+
+VectorKey = tuple[str, str]
+"""``(space_key, input_hash)``."""
+
+
+def input_hash(model_input: str) -> str:
+    """SHA-256 hex of the UTF-8 bytes of the exact model input (prefix + title + chunk text).
+
+    >>> input_hash("task: search result | query: git")[:12]
+    '6d29336f7110'
+    """
+    return hashlib.sha256(model_input.encode("utf-8")).hexdigest()
+
+
+class VectorStore:
+    """Unit vectors of one vault, keyed by ``(space_key, input_hash)``.
+
+    Args:
+        dimension: width of every vector (768).
+        max_bytes: limit on :attr:`nbytes` (R-21, 32 MiB).
+    """
+
+    def __init__(self, *, dimension: int = DIMENSION, max_bytes: int = MAX_VECTOR_BYTES) -> None:
+        self.dimension = dimension
+        self.max_bytes = max_bytes
+        self.clear()
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._rows
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of vector data held: ``len(self) * dimension * 4`` (what R-21 limits)."""
+        return len(self._rows) * self.dimension * 4
+
+    def missing(self, space_key: str, input_hashes: Iterable[str]) -> list[str]:
+        """The hashes of ``input_hashes`` with no vector in ``space_key``, in first-seen order, without repeats."""
+        rows = self._rows
+        return [digest for digest in dict.fromkeys(input_hashes) if (space_key, digest) not in rows]
+
+    def add(self, space_key: str, input_hashes: Sequence[str], vectors: NDArray[np.floating]) -> int:
+        """Store ``vectors[i]`` under ``(space_key, input_hashes[i])``; return how many keys were new.
+
+        A key already present keeps its vector (same input, same space: same vector). ``vectors`` is
+        float32 ``[len(input_hashes), dimension]`` (other float dtypes are converted).
+
+        Raises:
+            ValueError: the shapes do not match (a caller bug).
+            MemoriesError: ``invalid_vector`` for a NaN, infinite or non-unit row; ``vault_too_large`` when the
+                new vectors would pass :attr:`max_bytes`. Either way nothing is stored.
+        """
+        matrix = np.asarray(vectors, dtype=np.float32)
+        if matrix.shape != (len(input_hashes), self.dimension):
+            raise ValueError(f"expected vectors of shape [{len(input_hashes)}, {self.dimension}], got {matrix.shape}")
+        _check_unit_rows(matrix)
+        new: dict[VectorKey, int] = {}
+        for row, digest in enumerate(input_hashes):
+            key = (space_key, digest)
+            if key not in self._rows and key not in new:
+                new[key] = row
+        if not new:
+            return 0
+        total = (len(self._rows) + len(new)) * self.dimension * 4
+        if total > self.max_bytes:
+            raise MemoriesError(
+                "vault_too_large",
+                f"the vault's vectors would take {total:,} bytes, over the limit of {self.max_bytes:,} bytes "
+                f"({self.max_bytes / 2**20:g} MiB) per vault (R-21)",
+                {"limit_bytes": self.max_bytes, "vector_bytes": total},
+            )
+        first_row = len(self._matrix) + self._pending_rows
+        for offset, key in enumerate(new):
+            self._rows[key] = first_row + offset
+        self._pending.append(matrix[list(new.values())])
+        self._pending_rows += len(new)
+        return len(new)
+
+    def search(
+        self, space_key: str, query: NDArray[np.floating], input_hashes: Iterable[str], limit: int | None = None
+    ) -> list[tuple[str, float]]:
+        """Cosine similarity of ``query`` to the stored vectors of ``input_hashes`` in ``space_key``, best first.
+
+        ``query`` is float32 ``[dimension]`` (or ``[1, dimension]``), unit norm, from the same space. Hashes
+        with no vector are skipped (ask :meth:`missing` first); repeats count once. Equal scores keep the order
+        of ``input_hashes``. Scores are in ``[-1, 1]``, higher is better. ``limit`` keeps the best ``limit``.
+
+        Raises:
+            ValueError: ``query`` has the wrong shape.
+            MemoriesError: ``invalid_vector`` when ``query`` is not finite and unit.
+        """
+        vector = np.asarray(query, dtype=np.float32).reshape(-1)
+        if vector.shape != (self.dimension,):
+            raise ValueError(f"expected a query of {self.dimension} values, got {np.shape(query)}")
+        _check_unit_rows(vector[None, :])
+        matrix = self._compacted()
+        found = [digest for digest in dict.fromkeys(input_hashes) if (space_key, digest) in self._rows]
+        if not found:
+            return []
+        rows = [self._rows[(space_key, digest)] for digest in found]
+        # A few rows: gather them; most of the matrix: one matrix-vector product is cheaper than the gather.
+        scores = matrix[rows] @ vector if len(rows) * 2 < len(matrix) else (matrix @ vector)[rows]
+        order = np.argsort(-scores, kind="stable")[:limit]
+        return [(found[index], float(scores[index])) for index in order]
+
+    def retain(self, keys: Iterable[VectorKey]) -> int:
+        """Drop every vector whose key is not in ``keys`` (chunks edited or deleted, other spaces); return how many.
+
+        The matrix is compacted at once, so memory never holds dropped rows beyond this call.
+        """
+        keep = set(keys)
+        dropped = [key for key in self._rows if key not in keep]
+        if dropped:
+            for key in dropped:
+                del self._rows[key]
+            self._dropped = True
+            self._compacted()
+        return len(dropped)
+
+    def clear(self) -> None:
+        """Forget every vector (lock, vault invalidation)."""
+        self._rows: dict[VectorKey, int] = {}
+        self._matrix: NDArray[np.float32] = np.empty((0, self.dimension), dtype=np.float32)
+        self._pending: list[NDArray[np.float32]] = []
+        self._pending_rows = 0
+        self._dropped = False
+
+    def _compacted(self) -> NDArray[np.float32]:
+        """The matrix with added rows appended and dropped rows removed; ``_rows`` points into it."""
+        if self._pending:
+            self._matrix = np.concatenate([self._matrix, *self._pending], axis=0)
+            self._pending = []
+            self._pending_rows = 0
+        if self._dropped:
+            keys = list(self._rows)
+            self._matrix = np.ascontiguousarray(self._matrix[[self._rows[key] for key in keys]])
+            self._rows = {key: row for row, key in enumerate(keys)}
+            self._dropped = False
+        return self._matrix
+
+
+def _check_unit_rows(matrix: NDArray[np.float32]) -> None:
+    """``invalid_vector`` unless every row is finite with an L2 norm within :data:`NORM_TOLERANCE` of 1."""
+    if not np.isfinite(matrix).all():
+        raise MemoriesError("invalid_vector", "a vector holds NaN or infinite values; nothing was stored")
+    norms = np.linalg.norm(matrix.astype(np.float64), axis=1)
+    off = np.flatnonzero(np.abs(norms - 1.0) > NORM_TOLERANCE)
+    if off.size:
+        raise MemoriesError(
+            "invalid_vector",
+            f"{off.size} vector(s) are not unit length (norm {norms[off[0]]:.6f}); nothing was stored",
+            {"rows": off.tolist()},
+        )

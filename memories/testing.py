@@ -1,0 +1,46 @@
+"""Test hooks: deliberate faults and swaps that exist only when the test suite sets ``MEMORIES_TEST_HOOKS``.
+
+The variable holds a JSON object decoded into :class:`TestHooks`; without it :func:`load_hooks` returns ``None``
+and no hook is reachable from any command, config key or MCP call. The daemon passes the variable to its
+workers (they inherit its environment) and reports ``test_hooks: true`` in ``daemon status``.
+
+Example: ``MEMORIES_TEST_HOOKS='{"step_delay_seconds": {"IndexQuery": 3}}'`` makes the index worker sleep
+3 s before answering each search step.
+"""
+
+from __future__ import annotations
+
+import os
+
+import msgspec
+
+HOOKS_ENV = "MEMORIES_TEST_HOOKS"
+
+
+class TestHooks(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """Every hook, all off by default.
+
+    Attributes:
+        step_delay_seconds: worker request type name (``IndexQuery``, ``EmbedBatch``...) -> seconds a worker
+            sleeps before handling such a request: a deliberately slow step.
+        cut_after_batches: an embedding round ends with ``budget_exceeded`` after this many batches, as if its
+            budget ran out there.
+        model_manifest: path of a manifest JSON that replaces the pinned one (a tiny generated model).
+    """
+
+    step_delay_seconds: dict[str, float] = {}
+    cut_after_batches: int | None = None
+    model_manifest: str | None = None
+
+
+def load_hooks() -> TestHooks | None:
+    """The hooks from the environment, or ``None`` when the variable is unset or empty.
+
+    Raises:
+        msgspec.ValidationError / msgspec.DecodeError: the variable is set but malformed (the daemon refuses to
+            start rather than run with half-understood hooks).
+    """
+    raw = os.environ.get(HOOKS_ENV)
+    if not raw:
+        return None
+    return msgspec.json.decode(raw, type=TestHooks)

@@ -1,0 +1,321 @@
+"""Embedding benchmark: the local ONNX embedder against a bare onnxruntime loop on the same model (issue 4).
+
+Usage::
+
+    python ops/bench/embed.py [--model-dir DIR] [--threads N] [--batch-size N] [--chunks N] [--json]
+
+Without ``--model-dir`` it builds the tiny test model (``ops/make_tiny_model.py``) into a temporary folder; with
+it, it runs on an installed model (``<home>/models/embeddinggemma`` or a ``local_model_dir``). Figures:
+
+- **throughput** (chunks/s, tokens/s) of :class:`~memories.models.local_onnx.LocalOnnxEmbedder` and of a bare
+  ``InferenceSession.run`` loop over the same pre-tokenized, length-sorted batches, same threads and batch size;
+  the ratio is the embedder's overhead (tokenization, checks, normalization). Target: >= 0.95.
+- **length-sorted vs unsorted** batches on mixed-length chunks (corpus notes cut at paragraphs into pieces of at
+  most 768 characters, in a shuffled order), through the embedder and graph-only. Target: sorted >= 1.3x
+  unsorted.
+- **query latency** p50/p95 in milliseconds, one query per call, as a search does.
+- **tokenization only** (chunks/s): on the tiny model the graph costs almost nothing, so this, not the graph,
+  bounds the embedder there; on the real model (about 4 chunks/s on 2 threads) it is noise.
+- **peak RSS** of this process, which holds what the embedding worker holds (the model and one batch).
+
+Each throughput figure is the best of ``--rounds`` runs. The through-the-daemon figures (``rag index`` chunks/s
+and the daemon's resident memory) are measured elsewhere and compare against :func:`bare_loop`. Timings are
+figures to read, never test assertions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memories.config import RagConfig
+from memories.models.embedding import document_input, query_input
+from memories.models.local_onnx import GRAPH_PATH, PAD_ID, LocalOnnxEmbedder
+from memories.models.telemetry import disable_telemetry_environment
+
+REPO = Path(__file__).resolve().parents[2]
+CORPUS = REPO / "tests" / "corpus"
+CHUNK_CHARS = 768
+"""Longest chunk in code points, as the chunker of DESIGN.md's retrieval pipeline."""
+_SKIPPED = {"SOURCES.md", "queries.md", "MANIFEST.tsv"}
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """One throughput figure: ``chunks`` texts of ``tokens`` real (unpadded) tokens in ``seconds``."""
+
+    chunks: int
+    tokens: int
+    seconds: float
+
+    @property
+    def chunks_per_second(self) -> float:
+        return self.chunks / self.seconds
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.tokens / self.seconds
+
+
+def build_tiny_model(out_dir: Path) -> Path:
+    """Run ``ops/make_tiny_model.py`` into ``out_dir``; return ``out_dir``."""
+    subprocess.run([sys.executable, str(REPO / "ops" / "make_tiny_model.py"), str(out_dir)], check=True)
+    return out_dir
+
+
+def corpus_chunks(limit: int, corpus: Path = CORPUS, seed: int = 7) -> list[str]:
+    """Up to ``limit`` document inputs (prefix included) from the sample notes, in a shuffled, mixed-length order.
+
+    Notes are cut at blank lines into pieces of at most :data:`CHUNK_CHARS` code points (a paragraph longer
+    than that is cut hard): a simple stand-in for the real chunker with the same size bound.
+    """
+    chunks: list[str] = []
+    for path in sorted(corpus.rglob("*.md")):
+        if path.name in _SKIPPED or "LICENSES" in path.parts:
+            continue
+        text = path.read_text(encoding="utf-8-sig", errors="replace")
+        chunks.extend(document_input(path.stem, chunk) for chunk in _paragraph_chunks(text))
+    random.Random(seed).shuffle(chunks)
+    return chunks[:limit]
+
+
+def corpus_queries(corpus: Path = CORPUS) -> list[str]:
+    """The queries of ``tests/corpus/queries.md`` (second column of its table)."""
+    return re.findall(r"^\| [A-Z]\d+ \| (.+?) \|", (corpus / "queries.md").read_text(encoding="utf-8"), re.M)
+
+
+def bare_loop(
+    embedder: LocalOnnxEmbedder, inputs: Sequence[str], rounds: int, *, length_sorted: bool = True
+) -> Throughput:
+    """A plain ``InferenceSession`` with the embedder's settings over the embedder's batches, ids prepared ahead.
+
+    Only ``session.run`` is timed: this is the ceiling the embedder (and the daemon) are measured against.
+    ``length_sorted=False`` takes batches in input order instead: the graph-only cost of padding.
+    """
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = embedder.threads
+    options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    session = onnxruntime.InferenceSession(str(embedder.model_dir / GRAPH_PATH), sess_options=options)
+    encoded = [embedder.token_ids(text) for text in inputs]
+    size = embedder.batch_size
+    if length_sorted:
+        batches = embedder.batches(inputs)
+    else:
+        batches = [list(range(first, min(first + size, len(inputs)))) for first in range(0, len(inputs), size)]
+    feeds = [_padded([encoded[i] for i in positions]) for positions in batches]
+    session.run(["sentence_embedding"], feeds[0])  # warm-up: first-run allocations
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for feed in feeds:
+            session.run(["sentence_embedding"], feed)
+        best = min(best, time.perf_counter() - start)
+    return Throughput(len(inputs), sum(map(len, encoded)), best)
+
+
+def embedder_throughput(embedder: LocalOnnxEmbedder, inputs: Sequence[str], rounds: int) -> Throughput:
+    """:meth:`LocalOnnxEmbedder.embed` end to end (tokenization, length-sorted batches, checks, normalization)."""
+    embedder.embed(inputs[: embedder.batch_size])  # warm-up
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        embedder.embed(inputs)
+        best = min(best, time.perf_counter() - start)
+    return Throughput(len(inputs), sum(len(embedder.token_ids(text)) for text in inputs), best)
+
+
+def tokenization(embedder: LocalOnnxEmbedder, inputs: Sequence[str], rounds: int) -> Throughput:
+    """:meth:`LocalOnnxEmbedder.token_ids` alone: the share of the embedder's time the graph does not take."""
+    best = float("inf")
+    tokens = 0
+    for _ in range(rounds):
+        start = time.perf_counter()
+        tokens = sum(len(embedder.token_ids(text)) for text in inputs)
+        best = min(best, time.perf_counter() - start)
+    return Throughput(len(inputs), tokens, best)
+
+
+def unsorted_throughput(embedder: LocalOnnxEmbedder, inputs: Sequence[str], rounds: int) -> Throughput:
+    """Like :func:`embedder_throughput` but batches taken in input order, so short texts pad to long ones."""
+    size = embedder.batch_size
+    embedder.embed_batch(inputs[:size])
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for first in range(0, len(inputs), size):
+            embedder.embed_batch(inputs[first : first + size])
+        best = min(best, time.perf_counter() - start)
+    return Throughput(len(inputs), sum(len(embedder.token_ids(text)) for text in inputs), best)
+
+
+def query_latency(embedder: LocalOnnxEmbedder, queries: Sequence[str], repeats: int) -> dict[str, float]:
+    """p50 and p95 in milliseconds of embedding one query (prefix added) per call."""
+    embedder.embed([query_input(queries[0])])
+    samples = []
+    for _ in range(repeats):
+        for query in queries:
+            start = time.perf_counter()
+            embedder.embed([query_input(query)])
+            samples.append((time.perf_counter() - start) * 1000)
+    p50, p95 = np.percentile(samples, [50, 95])
+    return {"p50_ms": float(p50), "p95_ms": float(p95), "samples": len(samples)}
+
+
+def peak_rss_mib() -> float:
+    """Peak resident memory of this process in MiB (``ru_maxrss`` is KiB on Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def run(model_dir: Path, *, threads: int, batch_size: int, max_tokens: int, chunks: int, rounds: int) -> dict[str, Any]:
+    """Every figure of the module docstring for the model in ``model_dir``, as a JSON-able dict."""
+    embedder = LocalOnnxEmbedder(model_dir, threads=threads, max_tokens=max_tokens, batch_size=batch_size)
+    inputs = corpus_chunks(chunks)
+    bare = bare_loop(embedder, inputs, rounds)
+    bare_unsorted = bare_loop(embedder, inputs, rounds, length_sorted=False)
+    local = embedder_throughput(embedder, inputs, rounds)
+    unsorted = unsorted_throughput(embedder, inputs, rounds)
+    tokenizer = tokenization(embedder, inputs, rounds)
+    lengths = [len(embedder.token_ids(text)) for text in inputs]
+    return {
+        "model_dir": str(model_dir),
+        "space_key": embedder.space_key,
+        "threads": threads,
+        "batch_size": batch_size,
+        "max_tokens": max_tokens,
+        "warnings": embedder.warnings,
+        "chunks": len(inputs),
+        "tokens_per_chunk": {"min": min(lengths), "mean": float(np.mean(lengths)), "max": max(lengths)},
+        "bare_onnxruntime": _figures(bare),
+        "bare_onnxruntime_unsorted": _figures(bare_unsorted),
+        "local_onnx": _figures(local),
+        "local_over_bare": local.chunks_per_second / bare.chunks_per_second,
+        "unsorted_batches": _figures(unsorted),
+        "tokenization_only": _figures(tokenizer),
+        "sorted_over_unsorted": local.chunks_per_second / unsorted.chunks_per_second,
+        "bare_sorted_over_unsorted": bare.chunks_per_second / bare_unsorted.chunks_per_second,
+        "query_latency": query_latency(embedder, corpus_queries(), repeats=5),
+        "peak_rss_mib": peak_rss_mib(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line of the module docstring; returns the exit status."""
+    disable_telemetry_environment()
+    defaults = RagConfig()
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model-dir", type=Path, help="an installed model folder (default: build the tiny model)")
+    parser.add_argument("--threads", type=int, default=min(defaults.local_threads, cores))
+    parser.add_argument("--batch-size", type=int, default=defaults.embed_batch_size)
+    parser.add_argument("--max-tokens", type=int, default=defaults.max_tokens)
+    parser.add_argument("--chunks", type=int, default=400, help="corpus chunks to embed")
+    parser.add_argument("--rounds", type=int, default=3, help="runs per throughput figure (best is kept)")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args(argv)
+    settings = {
+        "threads": args.threads,
+        "batch_size": args.batch_size,
+        "max_tokens": args.max_tokens,
+        "chunks": args.chunks,
+        "rounds": args.rounds,
+    }
+    if args.model_dir is not None:
+        figures = run(args.model_dir, **settings)
+    else:
+        with tempfile.TemporaryDirectory(prefix="memories-bench-") as scratch:
+            figures = run(build_tiny_model(Path(scratch) / "tiny-model"), **settings)
+    print(json.dumps(figures, indent=2) if args.json else _report(figures))
+    return 0
+
+
+def _paragraph_chunks(text: str) -> list[str]:
+    chunks: list[str] = []
+    current = ""
+    for paragraph in (part.strip() for part in re.split(r"\n\s*\n", text)):
+        if not paragraph:
+            continue
+        while len(paragraph) > CHUNK_CHARS:
+            if current:
+                chunks.append(current)
+                current = ""
+            chunks.append(paragraph[:CHUNK_CHARS])
+            paragraph = paragraph[CHUNK_CHARS:]
+        if current and len(current) + 2 + len(paragraph) > CHUNK_CHARS:
+            chunks.append(current)
+            current = ""
+        current = f"{current}\n\n{paragraph}" if current else paragraph
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def _padded(encoded: list[list[int]]) -> dict[str, np.ndarray]:
+    width = max(map(len, encoded))
+    input_ids = np.full((len(encoded), width), PAD_ID, dtype=np.int64)
+    attention_mask = np.zeros_like(input_ids)
+    for row, ids in enumerate(encoded):
+        input_ids[row, : len(ids)] = ids
+        attention_mask[row, : len(ids)] = 1
+    return {"input_ids": input_ids, "attention_mask": attention_mask}
+
+
+def _figures(throughput: Throughput) -> dict[str, float]:
+    return {
+        **asdict(throughput),
+        "chunks_per_second": throughput.chunks_per_second,
+        "tokens_per_second": throughput.tokens_per_second,
+    }
+
+
+def _report(figures: dict[str, Any]) -> str:
+    bare, local, unsorted = figures["bare_onnxruntime"], figures["local_onnx"], figures["unsorted_batches"]
+    tokenizer = figures["tokenization_only"]
+    bare_unsorted = figures["bare_onnxruntime_unsorted"]
+    latency = figures["query_latency"]
+    tokens = figures["tokens_per_chunk"]
+    lines = [
+        f"model        {figures['model_dir']}",
+        f"space key    {figures['space_key']}",
+        f"settings     threads={figures['threads']} batch_size={figures['batch_size']} "
+        f"max_tokens={figures['max_tokens']}",
+        f"corpus       {figures['chunks']} chunks, tokens per chunk min {tokens['min']} "
+        f"mean {tokens['mean']:.0f} max {tokens['max']}",
+        "",
+        f"{'':24}{'chunks/s':>12}{'tokens/s':>12}",
+        f"{'bare onnxruntime':24}{bare['chunks_per_second']:12.1f}{bare['tokens_per_second']:12.0f}",
+        f"{'bare (unsorted)':24}{bare_unsorted['chunks_per_second']:12.1f}{bare_unsorted['tokens_per_second']:12.0f}",
+        f"{'local_onnx (sorted)':24}{local['chunks_per_second']:12.1f}{local['tokens_per_second']:12.0f}",
+        f"{'local_onnx (unsorted)':24}{unsorted['chunks_per_second']:12.1f}{unsorted['tokens_per_second']:12.0f}",
+        f"{'tokenization only':24}{tokenizer['chunks_per_second']:12.1f}{tokenizer['tokens_per_second']:12.0f}",
+        "",
+        f"local / bare         {figures['local_over_bare']:.3f}   (target >= 0.95)",
+        f"sorted / unsorted    {figures['sorted_over_unsorted']:.2f}x  (target >= 1.3x; "
+        f"graph only {figures['bare_sorted_over_unsorted']:.2f}x)",
+        f"query latency        p50 {latency['p50_ms']:.2f} ms, p95 {latency['p95_ms']:.2f} ms "
+        f"({latency['samples']} queries)",
+        f"peak RSS             {figures['peak_rss_mib']:.0f} MiB (this process)",
+    ]
+    lines += [f"warning      {warning}" for warning in figures["warnings"]]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

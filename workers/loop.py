@@ -1,0 +1,120 @@
+"""The loop every worker process runs: typed frames on dedicated pipes, one request at a time.
+
+A worker is started by the supervisor as ``python -m workers.<name> IN_FD OUT_FD``: it reads
+:class:`~memories.protocol.WorkerInbound` frames from ``IN_FD`` and writes
+:class:`~memories.protocol.WorkerOutbound` frames to ``OUT_FD`` (never stdout, where a stray print from a library
+would corrupt the stream; stdout and stderr go to the daemon log).
+
+A reader thread owns ``IN_FD``: calls go to a queue, :class:`~memories.protocol.WorkerCancel` marks a request as
+cancelled for the handler's next :meth:`Context.check_cancelled`, and end of stream — the supervisor is gone, for
+whatever reason, even while a handler is busy — ends the process at once with ``os._exit``. (Linux's
+``PR_SET_PDEATHSIG`` is not used: it fires when the parent *thread* exits, and trio starts children from a
+short-lived worker thread.)
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from memories import protocol as p
+from memories.errors import MemoriesError
+from memories.framing import read_frame_fd, write_frame_fd
+from memories.testing import load_hooks
+
+Handler = Callable[[Any, "Context"], Any]
+
+class Context:
+    """What a handler may do besides returning: report progress and notice cancellation."""
+
+    def __init__(self, worker: _Worker, request_id: int) -> None:
+        self._worker = worker
+        self.request_id = request_id
+
+    def progress(self, done: int, total: int | None, unit: str) -> None:
+        """Send a progress event for this request."""
+        self._worker.send(p.WorkerProgress(id=self.request_id, done=done, total=total, unit=unit))
+
+    def cancelled(self) -> bool:
+        return self.request_id in self._worker.cancelled
+
+    def check_cancelled(self) -> None:
+        """Raises ``MemoriesError("cancelled")`` once the supervisor cancelled this request."""
+        if self.cancelled():
+            raise MemoriesError("cancelled", "the job was cancelled")
+
+
+class _Worker:
+    def __init__(self, name: str, in_fd: int, out_fd: int, handlers: dict[type, Handler]) -> None:
+        self.name = name
+        self.in_fd = in_fd
+        self.out_fd = out_fd
+        self.handlers = handlers
+        self.calls: queue.SimpleQueue[p.WorkerCall] = queue.SimpleQueue()
+        self.cancelled: set[int] = set()
+        self._write_lock = threading.Lock()
+        self._encoder = msgspec.msgpack.Encoder()
+        hooks = load_hooks()
+        self.delays = hooks.step_delay_seconds if hooks else {}
+
+    def send(self, message: p.WorkerOutbound) -> None:
+        payload = self._encoder.encode(message)
+        with self._write_lock:
+            write_frame_fd(self.out_fd, payload)
+
+    def read_forever(self) -> None:
+        decoder = msgspec.msgpack.Decoder(p.WorkerInbound)
+        try:
+            while (frame := read_frame_fd(self.in_fd)) is not None:
+                message = decoder.decode(frame)
+                if isinstance(message, p.WorkerCancel):
+                    self.cancelled.add(message.id)
+                else:
+                    self.calls.put(message)
+        except Exception:
+            traceback.print_exc()
+        os._exit(0)  # the supervisor closed our pipe or died: never outlive it
+
+    def serve(self) -> None:
+        threading.Thread(target=self.read_forever, name="reader", daemon=True).start()
+        self.send(p.WorkerHello(name=self.name, pid=os.getpid()))
+        while True:
+            call = self.calls.get()
+            self.send(self._handle(call))
+            self.cancelled.discard(call.id)
+
+    def _handle(self, call: p.WorkerCall) -> p.WorkerOutbound:
+        kind = type(call.body).__name__
+        delay = self.delays.get(kind)
+        if delay:
+            time.sleep(delay)  # test hook: a deliberately slow step
+        handler = self.handlers.get(type(call.body))
+        try:
+            if handler is None:
+                raise MemoriesError("protocol_error", f"worker {self.name} does not handle {kind}")
+            return p.WorkerResult(id=call.id, body=handler(call.body, Context(self, call.id)))
+        except MemoriesError as exc:
+            return p.WorkerFailure(id=call.id, code=exc.code, message=exc.message, details=exc.details)
+        except Exception as exc:
+            logging.getLogger(self.name).exception("request %s (%s) failed", call.id, kind)
+            return p.WorkerFailure(
+                id=call.id, code="internal_error", message=f"{self.name} worker failed: {type(exc).__name__}"
+            )
+
+
+def run_worker(name: str, handlers: dict[type, Handler]) -> None:
+    """Entry point of a worker module: parse ``IN_FD OUT_FD`` from ``sys.argv`` and serve until the pipe closes."""
+    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {name}[%(process)d] %(levelname)s %(message)s")
+    in_fd, out_fd = int(sys.argv[1]), int(sys.argv[2])
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C on `daemon run` is the supervisor's to handle
+    _Worker(name, in_fd, out_fd, handlers).serve()
