@@ -63,7 +63,7 @@ class Client:
 
         Raises:
             RequestFailed: the daemon's failure (code, message, details, warnings).
-            MemoriesError: ``daemon_not_running``; ``protocol_error`` when the daemon hangs up without an answer.
+            MemoriesError: ``daemon_not_running``, also when the daemon hangs up without an answer.
         """
         envelope = p.Envelope(
             protocol=p.PROTOCOL_VERSION,
@@ -72,11 +72,17 @@ class Client:
             request=request,
         )
         with self.connect() as sock:
-            send_frame(sock, self._encoder.encode(envelope))
+            try:
+                send_frame(sock, self._encoder.encode(envelope))
+            except OSError:
+                raise _gone(self.home) from None
             while True:
-                frame = recv_frame(sock)
+                try:
+                    frame = recv_frame(sock)
+                except OSError:
+                    raise _gone(self.home) from None
                 if frame is None:
-                    raise MemoriesError("protocol_error", "the daemon closed the connection without an answer")
+                    raise _gone(self.home)
                 message = self._decoder.decode(frame)
                 if isinstance(message, p.Progress):
                     if on_progress is not None:
@@ -85,3 +91,11 @@ class Client:
                     raise RequestFailed(message)
                 else:
                     return message
+
+
+def _gone(home: Home) -> MemoriesError:
+    return MemoriesError(
+        "daemon_not_running",
+        f"the daemon of {home.root} closed the connection without an answer (it stopped or crashed; see its log)",
+        {"home": str(home.root)},
+    )

@@ -8,10 +8,16 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
-pytest_plugins: list[str] = []
+pytest_plugins = ["tests.fixtures.daemon", "tests.fixtures.tiny_model"]
 
 
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     """The repository checkout."""
     return REPO
+
+
+@pytest.fixture(scope="session")
+def corpus() -> Path:
+    """The sample notes (``tests/corpus``; see its SOURCES.md for attribution)."""
+    return REPO / "tests" / "corpus"

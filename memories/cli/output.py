@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import sys
 import unicodedata
 from collections.abc import Callable, Iterator
@@ -208,6 +209,13 @@ def command(group: click.Group, name: str | None = None, **settings: Any) -> Cal
                 status = fn(session, **kwargs)
             except MemoriesError as exc:
                 session.fail(exc)
+                sys.exit(EXIT_ERROR)
+            except (click.ClickException, click.exceptions.Exit, click.Abort):
+                raise
+            except Exception as exc:  # a bug: still one line, never a traceback (MEMORIES_DEBUG=1 shows it)
+                if os.environ.get("MEMORIES_DEBUG"):
+                    raise
+                session.fail(MemoriesError("internal_error", f"{type(exc).__name__}: {exc}"))
                 sys.exit(EXIT_ERROR)
             sys.exit(status or 0)
 

@@ -1,0 +1,413 @@
+"""Issue 2 end to end: the encrypted vault, the daemon, its workers and the CLI, through the installed executable."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from memories.limits import MAX_BODY_BYTES
+from tests.fixtures.daemon import FAST_KDF, PASSPHRASE, HomeDir, initialize, memories_executable, with_hooks
+
+MARKER = "zqx-marker-7f3c9a"
+
+
+def _files_containing(root: Path, needle: bytes) -> list[Path]:
+    found = []
+    for path in root.rglob("*"):
+        if path.is_file() and not path.is_socket() and needle in path.read_bytes():
+            found.append(path)
+    return found
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as stat:  # a zombie is dead for our purposes
+        return stat.read().split(") ")[1][0] != "Z"
+
+
+# -- acceptance 2: nothing in the clear ----------------------------------------------------------------------
+
+
+def test_no_plaintext_anywhere_under_the_home(vault: HomeDir) -> None:
+    title = f"title {MARKER} 標題"
+    body = f"body line with {MARKER}\n中文 {MARKER} 資料\n"
+    ref = vault.ok(
+        "memory",
+        "add",
+        "notes",
+        "--title",
+        title,
+        "--body",
+        body,
+        "--meta",
+        f"source={MARKER}.md",
+        "--meta",
+        f"x={MARKER}",
+    )
+    private = vault.ok("memory", "add", "notes", "--title", MARKER, "--sensitivity", "private", "--body", MARKER)
+    vault.ok("rag", "search", "notes", MARKER)  # builds the index in the worker: still nothing on disk
+    record = vault.ok("memory", "read", "notes", ref["id"])
+    assert (record["title"], record["body"]) == (title, body)
+    assert record["meta"] == {"source": f"{MARKER}.md", "x": MARKER}
+    assert vault.ok("memory", "read", "notes", private["id"])["body"] == MARKER
+    for needle in (MARKER.encode(), MARKER.encode("utf-16-le"), "標題".encode()):
+        assert _files_containing(vault.path, needle) == []
+    vault.stop()  # checkpoint and close: the database file itself, not only the WAL
+    assert _files_containing(vault.path, MARKER.encode()) == []
+
+
+# -- acceptance 3: passphrase and lock -------------------------------------------------------------------------
+
+
+def test_wrong_passphrase_changes_nothing_and_lock_blocks_content(vault: HomeDir) -> None:
+    ref = vault.ok("memory", "add", "notes", "--title", "t", "--body", "kept")
+    pid = vault.status()["pid"]
+    db = vault.path / "memories.db"
+    before = db.read_bytes()
+    vault.fails("bad_passphrase", "unlock", "--passphrase-stdin", stdin="wrong\n")
+    assert db.read_bytes() == before
+    assert vault.status()["locked"] is False
+
+    assert vault.ok("lock") == {"ok": True, "locked": True}
+    for command in (
+        ("memory", "read", "notes", ref["id"]),
+        ("memory", "list", "notes"),
+        ("memory", "add", "notes", "--title", "t", "--body", "b"),
+        ("memory", "update", "notes", ref["id"], "--body", "b"),
+        ("memory", "delete", "notes", ref["id"]),
+        ("memory", "search", "notes", "kept"),
+        ("rag", "search", "notes", "kept"),
+        ("rag", "index", "notes"),
+        ("vault", "list"),
+        ("vault", "create", "other"),
+    ):
+        vault.fails("vault_locked", *command)
+    vault.fails("bad_passphrase", "unlock", "--passphrase-stdin", stdin="wrong\n")
+    assert vault.status()["locked"] is True
+    vault.ok("unlock", "--passphrase-stdin", stdin=PASSPHRASE + "\n")
+    assert vault.ok("memory", "read", "notes", ref["id"])["body"] == "kept"
+    assert vault.status()["pid"] == pid
+
+
+# -- acceptance 4: tampering is detected -------------------------------------------------------------------------
+
+
+def _tamper(home: HomeDir, sql: str, *params: object) -> None:
+    with sqlite3.connect(home.path / "memories.db") as db:
+        db.execute(sql, params)
+
+
+def test_tampered_ciphertext_gives_integrity_error(vault: HomeDir) -> None:
+    a = vault.ok("memory", "add", "notes", "--title", "A", "--body", "alpha")["id"]
+    b = vault.ok("memory", "add", "notes", "--title", "B", "--body", "bravo")["id"]
+    vault.ok("memory", "update", "notes", a, "--body", "alpha two")
+
+    # One flipped byte in a body.
+    with sqlite3.connect(vault.path / "memories.db") as db:
+        (blob,) = db.execute("SELECT body FROM revisions WHERE record_id = ? AND revision = 1", (b,)).fetchone()
+        flipped = bytearray(blob)
+        flipped[20] ^= 0x01
+        db.execute("UPDATE revisions SET body = ? WHERE record_id = ? AND revision = 1", (bytes(flipped), b))
+    vault.fails("integrity_error", "memory", "read", "notes", b)
+
+    # Revision 1's body copied onto revision 2 of the same record.
+    _tamper(
+        vault,
+        "UPDATE revisions SET body = (SELECT body FROM revisions WHERE record_id = ? AND revision = 1) "
+        "WHERE record_id = ? AND revision = 2",
+        a,
+        a,
+    )
+    vault.fails("integrity_error", "memory", "read", "notes", a)
+    vault.fails("integrity_error", "memory", "read", "notes", a, "--revision", "2")
+    assert vault.ok("memory", "read", "notes", a, "--revision", "1")["body"] == "alpha"
+
+    # One record's ciphertext copied onto another record.
+    c = vault.ok("memory", "add", "notes", "--title", "C", "--body", "charlie")["id"]
+    _tamper(
+        vault,
+        "UPDATE revisions SET body = (SELECT body FROM revisions WHERE record_id = ? AND revision = 1) "
+        "WHERE record_id = ?",
+        a,
+        c,
+    )
+    vault.fails("integrity_error", "memory", "read", "notes", c)
+
+    # Two fields of one record swapped.
+    d = vault.ok("memory", "add", "notes", "--title", "D", "--body", "delta")["id"]
+    _tamper(vault, "UPDATE revisions SET header = body, body = header WHERE record_id = ?", d)
+    vault.fails("integrity_error", "memory", "read", "notes", d)
+
+
+# -- acceptance 5: crashes -------------------------------------------------------------------------------------
+
+
+def test_worker_killed_mid_job_fails_that_job_and_recovers(home: HomeDir) -> None:
+    with_hooks(home, step_delay_seconds={"IndexQuery": 2})
+    vault = initialize(home)
+    vault.ok("memory", "add", "notes", "--title", "crash test", "--body", "something to find")
+    index_pid = vault.worker_pid("index")
+    search = subprocess.Popen(
+        [memories_executable(), "rag", "search", "notes", "something", "--json"],
+        env={**os.environ, "MEMORIES_HOME": str(vault.path), **vault.env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    vault.wait_for(lambda: vault.status()["running_jobs"] == 1, what="the search job to run")
+    os.kill(index_pid, signal.SIGKILL)
+    out, err = search.communicate(timeout=60)
+    assert search.returncode == 1
+    assert b'"code":"worker_crashed"' in out and b"Traceback" not in err
+    status = vault.wait_for(
+        lambda: (
+            (s := vault.status()) and next(w for w in s["workers"] if w["name"] == "index")["state"] == "ready" and s
+        ),
+        what="the index worker to restart",
+    )
+    index = next(w for w in status["workers"] if w["name"] == "index")
+    assert index["restarts"] == 1 and index["pid"] != index_pid
+    assert vault.ok("rag", "search", "notes", "something")["results"][0]["title"] == "crash test"
+    jobs = vault.ok("jobs")["jobs"]
+    assert [j["error"]["code"] for j in jobs if j["error"]] == ["worker_crashed"]
+
+
+def test_no_worker_outlives_a_killed_supervisor(vault: HomeDir) -> None:
+    status = vault.status()
+    workers = [w["pid"] for w in status["workers"]]
+    assert len(workers) == 3 and all(_process_alive(pid) for pid in workers)
+    os.kill(status["pid"], signal.SIGKILL)
+    vault.wait_for(lambda: not any(_process_alive(pid) for pid in workers), what="the workers to exit")
+
+
+def test_acknowledged_records_survive_a_killed_daemon(vault: HomeDir) -> None:
+    acknowledged: list[tuple[str, str]] = []
+    stop = threading.Event()
+
+    def add_forever() -> None:
+        number = 0
+        while not stop.is_set():
+            number += 1
+            body = f"record {number} " + "x" * (number % 500)
+            result = vault.run("memory", "add", "notes", "--title", f"r{number}", "--body", body)
+            if result.code == 0:
+                acknowledged.append((result.doc["id"], body))
+
+    writer = threading.Thread(target=add_forever)
+    writer.start()
+    vault.wait_for(lambda: len(acknowledged) >= 15, what="some acknowledged adds")
+    os.kill(vault.status()["pid"], signal.SIGKILL)
+    stop.set()
+    writer.join()
+    vault.fails("daemon_not_running", "memory", "list", "notes")  # the socket left behind answers nothing
+    vault.start()
+    vault.ok("unlock", "--passphrase-stdin", stdin=PASSPHRASE + "\n")
+    for record_id, body in acknowledged:
+        assert vault.ok("memory", "read", "notes", record_id)["body"] == body
+    vault.stop()
+    with sqlite3.connect(vault.path / "memories.db") as db:
+        assert db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+
+
+# -- acceptance 6: budget, cancel, late replies ------------------------------------------------------------------
+
+
+def test_job_over_budget_ends_at_the_next_step_check(home: HomeDir) -> None:
+    home.config.write_text(home.config.read_text() + "[daemon]\njob_budget_seconds = 1\n")
+    with_hooks(home, step_delay_seconds={"IndexSync": 1.5})
+    vault = initialize(home)
+    vault.ok("memory", "add", "notes", "--title", "slow", "--body", "budget test")
+    error = vault.fails("budget_exceeded", "rag", "search", "notes", "budget")
+    assert "budget of 1 s" in error["message"]
+    job = vault.ok("jobs")["jobs"][-1]
+    assert (job["kind"], job["state"], job["error"]["code"]) == ("search", "failed", "budget_exceeded")
+
+
+def _search_in_background(vault: HomeDir, query: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [memories_executable(), "rag", "search", "notes", query, "--json"],
+        env={**os.environ, "MEMORIES_HOME": str(vault.path), **vault.env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def test_cancelled_job_drops_the_late_reply(home: HomeDir) -> None:
+    with_hooks(home, step_delay_seconds={"IndexQuery": 2})
+    vault = initialize(home)
+    vault.ok("memory", "add", "notes", "--title", "late", "--body", "late reply")
+    search = _search_in_background(vault, "late")
+    job = vault.wait_for(
+        lambda: next((j for j in vault.ok("jobs")["jobs"] if j["state"] == "running"), None), what="a running job"
+    )
+    cancelled = vault.ok("jobs", "cancel", str(job["id"]))["jobs"][0]
+    assert cancelled["id"] == job["id"]
+    out, _ = search.communicate(timeout=60)
+    assert search.returncode == 1 and b'"code":"cancelled"' in out and b"late reply" not in out
+    vault.wait_for(lambda: vault.status()["dropped_replies"] == 1, what="the late reply to arrive and be dropped")
+    final = next(j for j in vault.ok("jobs")["jobs"] if j["id"] == job["id"])
+    assert (final["state"], final["error"]["code"]) == ("cancelled", "cancelled")
+    vault.fails("job_not_found", "jobs", "cancel", str(job["id"]))
+
+
+def test_lock_during_a_slow_step_never_delivers_its_result(home: HomeDir) -> None:
+    with_hooks(home, step_delay_seconds={"IndexQuery": 2})
+    vault = initialize(home)
+    vault.ok("memory", "add", "notes", "--title", "secret", "--body", "locked away")
+    vault.ok("rag", "search", "notes", "locked")  # warm the cache
+    search = _search_in_background(vault, "locked")
+    vault.wait_for(lambda: vault.status()["running_jobs"] == 1, what="the search to run")
+    vault.ok("lock")
+    out, _ = search.communicate(timeout=60)
+    assert search.returncode == 1 and b'"code":"vault_locked"' in out and b"locked away" not in out
+
+
+# -- acceptance 7: which daemon ----------------------------------------------------------------------------------
+
+
+def test_home_mismatch_not_running_and_restart_warning(vault: HomeDir, tmp_path: Path) -> None:
+    other = tmp_path / "other.toml"
+    other.write_text(vault.config.read_text())
+    error = vault.fails("home_mismatch", "vault", "list", "--config", str(other))
+    assert str(other.resolve()) in error["message"] and str(vault.config.resolve()) in error["message"]
+    assert vault.ok("daemon", "status", "--config", str(other))["config"] == str(vault.config.resolve())
+
+    nowhere = HomeDir(tmp_path / "nowhere")
+    error = nowhere.fails("daemon_not_running", "vault", "list")
+    assert str(nowhere.path) in error["message"]
+
+    assert "warnings" not in vault.ok("vault", "list")
+    vault.config.write_text(vault.config.read_text() + "\n[daemon]\nauto_lock_minutes = 30\n")
+    listing = vault.ok("vault", "list")
+    assert any("restart" in w for w in listing["warnings"])
+    assert vault.status()["restart_needed"] is True
+    vault.ok("daemon", "stop")
+    vault.start()
+    assert "warnings" not in vault.ok("daemon", "status")
+    assert vault.status()["restart_needed"] is False
+
+
+# -- acceptance 8: revisions -------------------------------------------------------------------------------------
+
+
+def test_revisions_read_back_and_delete(vault: HomeDir) -> None:
+    ref = vault.ok("memory", "add", "notes", "--title", "v1", "--body", "one", "--meta", "k=1")
+    assert ref["revision"] == 1
+    assert vault.ok("memory", "update", "notes", ref["id"], "--body", "two") == {"id": ref["id"], "revision": 2}
+    assert vault.ok("memory", "update", "notes", ref["id"], "--title", "v3", "--meta", "k=3")["revision"] == 3
+    expected = {1: ("v1", "one", {"k": "1"}), 2: ("v1", "two", {"k": "1"}), 3: ("v3", "two", {"k": "3"})}
+    for revision, (title, body, meta) in expected.items():
+        record = vault.ok("memory", "read", "notes", ref["id"], "--revision", str(revision))
+        assert (record["revision"], record["title"], record["body"], record["meta"]) == (revision, title, body, meta)
+    assert vault.ok("memory", "read", "notes", ref["id"])["revision"] == 3
+    vault.fails("record_not_found", "memory", "read", "notes", ref["id"], "--revision", "4")
+    vault.ok("memory", "delete", "notes", ref["id"])
+    assert vault.ok("memory", "list", "notes") == {"records": []}
+    vault.fails("record_not_found", "memory", "read", "notes", ref["id"])
+    vault.fails("record_not_found", "memory", "read", "notes", ref["id"], "--revision", "1")
+
+
+def test_listing_never_shows_bodies_and_vaults_resolve_by_name_or_id(vault: HomeDir) -> None:
+    vault.ok("memory", "add", "notes", "--kind", "credential", "--title", "bank", "--body", "hunter2-password")
+    vault.ok("memory", "add", "notes", "--sensitivity", "private", "--title", "diary", "--body", "dear-diary-text")
+    listing = vault.run("memory", "list", "notes", json_output=False)
+    assert "hunter2" not in listing.stdout and "dear-diary" not in listing.stdout
+    assert {r["title"] for r in vault.ok("memory", "list", "notes")["records"]} == {"bank", "diary"}
+    assert [r["title"] for r in vault.ok("memory", "list", "notes", "--kind", "credential")["records"]] == ["bank"]
+    created = vault.ok("vault", "create", "work", "--device-only")
+    assert created["device_only"] is True and set(created) == {"id", "name", "device_only"}
+    assert vault.ok("vault", "show", created["id"])["name"] == "work"
+    assert vault.ok("vault", "policy", "work", "--device-only", "off")["device_only"] is False
+    vault.fails("vault_name_taken", "vault", "create", "work")
+    vault.ok("vault", "create", created["id"])  # a name equal to another vault's id ...
+    vault.fails("ambiguous_vault", "vault", "show", created["id"])  # ... makes that reference ambiguous
+    assert [v["name"] for v in vault.ok("vault", "list")["vaults"]] == ["notes", "work", created["id"]]
+
+
+# -- acceptance 9: bad input -------------------------------------------------------------------------------------
+
+
+def test_bad_input_never_gives_a_traceback(vault: HomeDir, tmp_path: Path) -> None:
+    vault.fails("vault_not_found", "memory", "list", "nope")
+    vault.fails("invalid_utf8", "memory", "add", "notes", "--title", "bad", stdin=b"ok \xff\xfe bytes")
+    bad_file = tmp_path / "bad.txt"
+    bad_file.write_bytes(b"\xc3\x28")
+    vault.fails("invalid_utf8", "memory", "add", "notes", "--title", "bad", "--file", str(bad_file))
+    empty = vault.ok("memory", "add", "notes", "--title", "empty", stdin=b"")
+    assert vault.ok("memory", "read", "notes", empty["id"])["body"] == ""
+    at_limit = vault.ok("memory", "add", "notes", "--title", "big", stdin=b"a" * MAX_BODY_BYTES)
+    assert len(vault.ok("memory", "read", "notes", at_limit["id"])["body"]) == MAX_BODY_BYTES
+    huge = tmp_path / "huge.txt"
+    huge.write_bytes(b"a" * (50 * 1024 * 1024))
+    for source in (("--file", str(huge)), ()):
+        error = vault.fails(
+            "body_too_large",
+            "memory",
+            "add",
+            "notes",
+            "--title",
+            "huge",
+            *source,
+            stdin=None if source else huge.read_bytes(),
+        )
+        assert error["details"]["max"] == MAX_BODY_BYTES
+    vault.fails("record_not_found", "memory", "read", "notes", "0000000000000000")
+    usage = vault.run("memory", "add", "notes", "--kind", "nonsense", "--title", "x", "--body", "y")
+    assert usage.code == 2 and "Traceback" not in usage.stderr
+    assert len(vault.ok("memory", "list", "notes")["records"]) == 2
+
+
+def test_missing_home_and_garbage_config(tmp_path: Path) -> None:
+    missing = HomeDir(tmp_path / "does" / "not" / "exist")
+    error = missing.fails("daemon_not_running", "memory", "list", "notes")
+    assert str(missing.path) in error["message"]
+
+    garbage = HomeDir(tmp_path / "garbage")
+    garbage.path.mkdir()
+    for text, key in (
+        ("[daemon\nbroken", "not valid TOML"),
+        ("[daemon]\nauto_lock_minutes = 'soon'\n", "daemon.auto_lock_minutes"),
+        ("[daemon]\nsurprise = 1\n", "daemon.surprise"),
+        ("[rag.http]\ntoken = 'abc'\n", "rag.http.token"),
+        ("[rag.http]\nproxy_url = 'http://user:pw@proxy.example:8080'\n", "credentials"),
+        ("[rag]\nlocal_threads = 0\n", "rag.local_threads"),
+    ):
+        garbage.config.write_text(text)
+        error = garbage.fails("invalid_config", "daemon", "start")
+        assert key in error["message"], error["message"]
+
+
+def test_leftover_socket_of_a_dead_daemon(vault: HomeDir) -> None:
+    status = vault.status()
+    os.kill(status["pid"], signal.SIGKILL)
+    vault.wait_for(lambda: not _process_alive(status["pid"]), what="the daemon to die")
+    vault.fails("daemon_not_running", "vault", "list")
+    vault.start()
+    vault.ok("unlock", "--passphrase-stdin", stdin=PASSPHRASE + "\n")
+    assert [v["name"] for v in vault.ok("vault", "list")["vaults"]] == ["notes"]
+
+
+def test_long_home_path_uses_a_short_socket(tmp_path: Path) -> None:
+    deep = tmp_path / ("a-rather-long-folder-name-" * 5) / "home"
+    deep.mkdir(parents=True)
+    home = HomeDir(deep)
+    home.config.write_text(FAST_KDF)
+    try:
+        initialize(home)
+        assert home.ok("vault", "list")["vaults"][0]["name"] == "notes"
+    finally:
+        home.stop()
+
+
+@pytest.mark.parametrize("stdin", ["", "\n"])
+def test_empty_passphrase_is_refused(home: HomeDir, stdin: str) -> None:
+    home.start()
+    home.fails("invalid_passphrase", "init", "--passphrase-stdin", stdin=stdin)
