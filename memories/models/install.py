@@ -1,0 +1,349 @@
+"""Install the files of a pinned manifest into a folder, and tell whether a folder holds them (R-23, R-24).
+
+:func:`install_model` is what ``memories rag model-install`` runs inside ``workers.remote``::
+
+    check every existing file first    verified: reused, no request; anything else: model_file_mismatch
+    fetch the missing ones             download_file (mirror or origin) or copy_file (--from DIR)
+    write NOTICE and MODEL_CARD.md     terms, repository, revision, every file's size and SHA-256
+
+An existing file that does not match is never replaced or deleted: it may be the user's own export. Only bytes
+whose SHA-256 is pinned in the manifest are ever stored under a model file's name.
+
+:func:`verify_installed` backs ``rag status``; SHA-256 results are cached in memory by the file's identity
+(path, size, mtime in ns, inode), so calling it often costs a few ``stat`` calls.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+from memories.config import HttpConfig
+from memories.errors import MemoriesError
+from memories.models.download import copy_file, download_file
+from memories.models.http import CancelCheck, RetryPolicy, build_client, check_cancelled, url_problem
+from memories.models.manifest import Manifest, ManifestFile
+
+GEMMA_TERMS_URL = "https://ai.google.dev/gemma/terms"
+GEMMA_PROHIBITED_USE_URL = "https://ai.google.dev/gemma/prohibited_use_policy"
+
+NOTICE_NAME = "NOTICE"
+MODEL_CARD_NAME = "MODEL_CARD.md"
+
+_HASH_CHUNK_BYTES = 1024 * 1024
+_HASH_CACHE_ENTRIES = 256
+_hash_cache: dict[tuple[str, int, int, int], str] = {}
+
+
+class InstalledFile(msgspec.Struct, frozen=True):
+    """One manifest file after an install: ``size`` in bytes; ``transferred`` = bytes fetched or copied this
+    run (less than ``size`` when a download resumed a part, 0 when ``reused``)."""
+
+    path: str
+    action: Literal["reused", "downloaded", "copied"]
+    size: int
+    transferred: int
+
+
+class InstallReport(msgspec.Struct, frozen=True):
+    """What :func:`install_model` did, file by file in manifest order; ``directory`` is absolute."""
+
+    directory: str
+    files: list[InstalledFile]
+
+
+class InstallProgress(msgspec.Struct, frozen=True):
+    """A progress event: the current file's bytes, and all bytes this run transfers (reused ones excluded)."""
+
+    path: str
+    file_bytes_done: int
+    file_bytes_total: int
+    bytes_done: int
+    bytes_total: int
+
+
+class ModelStatus(msgspec.Struct, frozen=True):
+    """The model files in ``directory``: ``installed`` = every manifest path exists; ``verified`` = installed
+    and each is a regular file with the pinned size and SHA-256. ``missing`` and ``mismatched`` hold manifest
+    paths."""
+
+    directory: str
+    installed: bool
+    verified: bool
+    missing: list[str]
+    mismatched: list[str]
+
+
+def install_model(
+    manifest: Manifest,
+    dest_dir: Path,
+    *,
+    base_url: str | None = None,
+    from_dir: Path | None = None,
+    http_config: HttpConfig | None = None,
+    progress: Callable[[InstallProgress], None] | None = None,
+    cancelled: CancelCheck | None = None,
+) -> InstallReport:
+    """Install ``manifest``'s files under ``dest_dir``, keeping the repository layout, then write the notices.
+
+    Sources: ``from_dir`` (the same layout, copied, never linked); else ``base_url + "/" + path`` for a
+    mirror of the exact pinned files; else :meth:`Manifest.origin_url`. Downloads use one client from
+    ``http_config`` (defaults when ``None``), with ``download_timeout_seconds`` as each file's budget. Every
+    existing file is checked before anything is fetched. ``progress`` gets :class:`InstallProgress` events.
+
+    Raises:
+        MemoriesError: ``model_file_mismatch`` (an existing file differs from the pin, naming it and how to
+            proceed; or a ``from_dir`` file differs), ``invalid_argument`` (both sources given, a bad
+            ``base_url``, a ``from_dir`` that lacks a file), and whatever
+            :func:`~memories.models.download.download_file` raises (``download_hash_mismatch``,
+            ``download_timeout``, ``upstream_unavailable``, ``auth_failed``, ``upstream_error``,
+            ``unsafe_redirect``, ``cancelled``).
+        OSError: the folder cannot be written.
+    """
+    if base_url is not None and from_dir is not None:
+        raise MemoriesError("invalid_argument", "install from a mirror or from a folder, not both")
+    if base_url is not None and (problem := url_problem(base_url)):
+        raise MemoriesError("invalid_argument", f"model download base URL refused: {problem}")
+    dest_dir = Path(dest_dir).resolve()
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    status = _inspect(manifest, dest_dir, cancelled)
+    if status.mismatched:
+        raise _existing_mismatch(manifest, dest_dir, status.mismatched)
+    missing = [file for file in manifest.files if file.path in status.missing]
+    if from_dir is not None:
+        _check_sources(Path(from_dir), missing)
+    done: dict[str, InstalledFile] = {}
+    tracker = _Tracker(progress, sum(file.size for file in missing))
+    if missing and from_dir is not None:
+        for file in missing:
+            target = dest_dir / file.path
+            copy_file(
+                Path(from_dir) / file.path,
+                target,
+                size=file.size,
+                sha256=file.sha256,
+                progress=tracker.for_file(file),
+                cancelled=cancelled,
+            )
+            _remember(target, file.sha256)
+            done[file.path] = InstalledFile(file.path, "copied", file.size, file.size)
+    elif missing:
+        config = http_config or HttpConfig()
+        retry = RetryPolicy.from_config(config)
+        with build_client(config) as client:
+            for file in missing:
+                target = dest_dir / file.path
+                url = f"{base_url.rstrip('/')}/{file.path}" if base_url else manifest.origin_url(file)
+                received = download_file(
+                    client,
+                    url,
+                    target,
+                    size=file.size,
+                    sha256=file.sha256,
+                    retry=retry,
+                    budget_seconds=config.download_timeout_seconds,
+                    progress=tracker.for_file(file),
+                    cancelled=cancelled,
+                )
+                _remember(target, file.sha256)
+                done[file.path] = InstalledFile(file.path, "downloaded", file.size, received)
+    _write_text(dest_dir / NOTICE_NAME, notice_text(manifest))
+    _write_text(dest_dir / MODEL_CARD_NAME, model_card_text(manifest))
+    files = [done.get(file.path) or InstalledFile(file.path, "reused", file.size, 0) for file in manifest.files]
+    return InstallReport(directory=str(dest_dir), files=files)
+
+
+def verify_installed(manifest: Manifest, directory: Path) -> ModelStatus:
+    """Check ``directory`` against ``manifest`` without changing anything (for ``rag status``).
+
+    A file is mismatched when it is not a regular file (a link counts as mismatched: the installer keeps real
+    files), has another size, or another SHA-256. Hashes are cached per file identity, so only new or changed
+    files are read.
+    """
+    return _inspect(manifest, Path(directory).resolve(), None)
+
+
+def notice_text(manifest: Manifest) -> str:
+    """The ``NOTICE`` written beside the model: Gemma terms, source repository and revision, and every file's
+    path, size (bytes) and SHA-256."""
+    lines = [
+        f"{manifest.model_id}: files installed by Memories",
+        "",
+    ]
+    if manifest.test:
+        lines += [
+            "TEST MODEL: generated for the Memories test suite; these files are not EmbeddingGemma.",
+            "",
+        ]
+    lines += [
+        f"Gemma is provided under and subject to the Gemma Terms of Use found at {GEMMA_TERMS_URL}",
+        f"Use of Gemma is subject to the Gemma Prohibited Use Policy found at {GEMMA_PROHIBITED_USE_URL}",
+        "",
+        f"Repository: https://huggingface.co/{manifest.repository}",
+        f"Revision:   {manifest.revision}",
+        f"Model:      {manifest.model_id}",
+        "",
+        "Files (path, bytes, SHA-256), each checked against the manifest pinned in Memories before storing:",
+    ]
+    lines += [f"  {file.path}  {file.size}  {file.sha256}" for file in manifest.files]
+    return "\n".join(lines) + "\n"
+
+
+def model_card_text(manifest: Manifest) -> str:
+    """``MODEL_CARD.md``: what the model is, and where its upstream card is at the pinned revision.
+
+    Memories writes its own card because the upstream one is not byte-pinned by any public source (SPEC,
+    "Decisions"), and it never stores a file whose hash is not pinned.
+    """
+    upstream = f"https://huggingface.co/{manifest.repository}/blob/{manifest.revision}/README.md"
+    test = (
+        "\n> **Test model.** Generated for the Memories test suite with the inputs, outputs and file layout "
+        "of the real export; these files are not EmbeddingGemma and their vectors mean nothing.\n"
+        if manifest.test
+        else ""
+    )
+    files = "\n".join(f"| `{file.path}` | {file.size} | `{file.sha256}` |" for file in manifest.files)
+    return f"""# EmbeddingGemma 300M — Q4 ONNX ({manifest.model_id})
+{test}
+**What it is.** EmbeddingGemma is Google's 300M-parameter text embedding model built on Gemma 3. It turns
+text into 768-dimensional vectors for search and retrieval. This folder holds a 4-bit quantized (Q4) ONNX
+export for ONNX Runtime: the graph `{manifest.graph}`, its external data `{manifest.graph}_data` beside it,
+and the tokenizer and configuration files.
+
+**How Memories uses it.** The embedding worker runs it in-process with ONNX Runtime, reads the graph's
+`sentence_embedding` output, L2-normalizes it, and uses different task prefixes for queries and documents.
+
+**Source.** Repository [`{manifest.repository}`](https://huggingface.co/{manifest.repository}) at revision
+`{manifest.revision}`.
+
+**Upstream model card** (intended uses, training data, evaluation, limitations), at this revision:
+{upstream}
+
+**Terms.** Gemma is provided under and subject to the [Gemma Terms of Use]({GEMMA_TERMS_URL}); use is
+subject to the [Gemma Prohibited Use Policy]({GEMMA_PROHIBITED_USE_URL}). See `NOTICE`.
+
+**Files**, each checked against the size and SHA-256 pinned in Memories before it was stored:
+
+| path | bytes | SHA-256 |
+|---|---:|---|
+{files}
+"""
+
+
+class _Tracker:
+    """Turns per-file ``(done, total)`` calls into :class:`InstallProgress` events over the whole run."""
+
+    def __init__(self, callback: Callable[[InstallProgress], None] | None, total: int) -> None:
+        self._callback = callback
+        self._total = total
+        self._finished = 0
+
+    def for_file(self, file: ManifestFile) -> Callable[[int, int], None] | None:
+        if self._callback is None:
+            return None
+        callback = self._callback
+        base = self._finished
+        self._finished += file.size
+
+        def report(done: int, total: int) -> None:
+            callback(InstallProgress(file.path, done, total, base + done, self._total))
+
+        return report
+
+
+def _inspect(manifest: Manifest, directory: Path, cancelled: CancelCheck | None) -> ModelStatus:
+    missing: list[str] = []
+    mismatched: list[str] = []
+    for file in manifest.files:
+        check_cancelled(cancelled)
+        path = directory / file.path
+        try:
+            info = os.lstat(path)
+        except FileNotFoundError:
+            missing.append(file.path)
+            continue
+        except NotADirectoryError:
+            mismatched.append(file.path)
+            continue
+        regular = stat.S_ISREG(info.st_mode) and info.st_size == file.size
+        if not regular or _sha256(path, info, cancelled) != file.sha256:
+            mismatched.append(file.path)
+    return ModelStatus(
+        directory=str(directory),
+        installed=not missing,
+        verified=not missing and not mismatched,
+        missing=missing,
+        mismatched=mismatched,
+    )
+
+
+def _sha256(path: Path, info: os.stat_result, cancelled: CancelCheck | None) -> str:
+    key = (str(path), info.st_size, info.st_mtime_ns, info.st_ino)
+    cached = _hash_cache.get(key)
+    if cached is not None:
+        return cached
+    hasher = hashlib.sha256()
+    with open(path, "rb") as reader:
+        while chunk := reader.read(_HASH_CHUNK_BYTES):
+            hasher.update(chunk)
+            check_cancelled(cancelled)
+    digest = hasher.hexdigest()
+    _store(key, digest)
+    return digest
+
+
+def _remember(path: Path, sha256: str) -> None:
+    """Cache the hash of a file this process just verified while writing it."""
+    info = os.stat(path)
+    _store((str(path), info.st_size, info.st_mtime_ns, info.st_ino), sha256)
+
+
+def _store(key: tuple[str, int, int, int], digest: str) -> None:
+    if len(_hash_cache) >= _HASH_CACHE_ENTRIES:
+        del _hash_cache[next(iter(_hash_cache))]
+    _hash_cache[key] = digest
+
+
+def _existing_mismatch(manifest: Manifest, directory: Path, paths: list[str]) -> MemoriesError:
+    named = ", ".join(paths)
+    return MemoriesError(
+        "model_file_mismatch",
+        f"{named} in {directory} {'does' if len(paths) == 1 else 'do'} not match the size and SHA-256 "
+        f"pinned for {manifest.repository} at revision {manifest.revision[:12]}; nothing was changed or "
+        "downloaded. "
+        "Move the file away and run `memories rag model-install` again, or set `[rag] local_model_dir` to a "
+        "folder holding your own export of the model",
+        {"directory": str(directory), "files": paths},
+    )
+
+
+def _check_sources(from_dir: Path, files: list[ManifestFile]) -> None:
+    """Every file to copy must be in ``from_dir`` with the pinned size; hashes are checked while copying."""
+    for file in files:
+        source = from_dir / file.path
+        try:
+            size = source.stat().st_size
+        except OSError:
+            raise MemoriesError(
+                "invalid_argument",
+                f"{source} is missing; the folder must hold every file of the pinned revision in the repository layout",
+                {"path": str(source)},
+            ) from None
+        if size != file.size:
+            raise MemoriesError(
+                "model_file_mismatch",
+                f"{source} has {size} bytes, not the pinned {file.size}; nothing was installed from it",
+                {"path": str(source)},
+            )
+
+
+def _write_text(path: Path, text: str) -> None:
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
