@@ -1,0 +1,358 @@
+"""Text analysis: one analyzer for documents and queries (R-12, R-17, DESIGN "Analyze").
+
+Matching happens on a normalized copy of the text; what users see points into the original::
+
+    original ─ NFKC + casefold, per character and its combining marks ─▶ folded
+    folded   ─ OpenCC tw2sp (phrase level, Taiwan → Simplified) on runs of Han characters ─▶ normalized
+    origin[i] = the original code point index that normalized character i came from, plus an end sentinel
+
+Terms are cut from the normalized text:
+
+- runs of Han characters go through rjieba (jieba-rs: the dictionary and algorithm of Python jieba) in search
+  mode, which gives words and their dictionary sub-words, so ``农业`` finds ``中国农业发展银行``;
+- other runs give words of Unicode word characters, so ``重跑gen-itgc后`` gives 重跑, gen, itgc, 后 and ``C++``
+  gives ``c``; on the document side a word with ``_`` also gives its parts (``parse_args`` → parse_args, parse,
+  args);
+- punctuation and whitespace give nothing; single Han characters (栈, 堆) are terms like any other.
+
+>>> analyze_query("資料庫 Migration").terms
+('数据', '据库', '数据库', 'migration')
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+
+import msgspec
+import opencc
+import rjieba
+
+from memories.errors import MemoriesError
+from memories.limits import MAX_QUERY_BYTES
+
+MAX_QUERY_TERMS = 64
+"""Most distinct analyzed terms in one query (R-17)."""
+
+# Unicode script Han: CJK Unified Ideographs and extensions A-I, compatibility ideographs.
+_HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f\U00030000-\U000323af"
+_HAN_RUN = re.compile(f"[{_HAN}]+")
+_HAN_SPLIT = re.compile(f"([{_HAN}]+)")
+_WORD = re.compile(r"\w+")
+_WORD_CHAR = re.compile(rf"[^\W_{_HAN}]")
+_SPACE_BESIDE_HAN = re.compile(f"(?<=[{_HAN}]) | (?=[{_HAN}])")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_IRREGULAR_MARK = "\uffff"
+_IRREGULAR_RUN = re.compile(f"{_IRREGULAR_MARK}+")
+_RUN_SEPARATOR = "\n"  # neither Han nor changed by OpenCC, and a segment break for jieba and OpenCC
+_WORD_SEPARATOR = "\x1f"  # never inside a word jieba returns for a Han run
+
+
+class Normalized(msgspec.Struct, frozen=True):
+    """Text as it is matched, with the way back to the original.
+
+    Attributes:
+        text: NFKC, case-folded, Traditional folded to Simplified.
+        origin: ``len(text) + 1`` code point offsets into the original text: ``origin[i]`` is where normalized
+            character ``i`` came from, ``origin[-1]`` is the original length. Never decreasing, and every entry
+            but the sentinel is a valid index of the original. A ``range`` when nothing changed length.
+    """
+
+    text: str
+    origin: Sequence[int]
+
+
+class AnalyzedText(msgspec.Struct, frozen=True):
+    """A document text (chunk, title or metadata) ready for indexing.
+
+    Attributes:
+        terms: every term in text order, repeated as often as it occurs (BM25 counts them).
+        phrase_key: the text as :func:`phrase_key` gives it, for ``phrase`` matching.
+    """
+
+    terms: list[str]
+    phrase_key: str
+
+
+class AnalyzedQuery(msgspec.Struct, frozen=True):
+    """A query ready for the lexical index.
+
+    Attributes:
+        terms: distinct analyzed terms in query order; empty for an empty or punctuation-only query.
+        phrase: the normalized query for ``phrase`` matching (see :func:`phrase_key`).
+    """
+
+    terms: tuple[str, ...]
+    phrase: str
+
+
+def normalize(text: str) -> Normalized:
+    """Fold ``text`` for matching: NFKC and ``casefold()``, then Traditional → Simplified Chinese.
+
+    NFKC and case folding apply to each character together with its combining marks, so one unit of the
+    original maps to a known run of the result. Script folding uses OpenCC's ``tw2sp`` (phrase level: 資料庫 →
+    数据库, 記憶體 → 内存) on runs of Han characters; where a run changes length, its characters are aligned to
+    the original through a character-level ``t2s`` rendering. Lone surrogates become U+FFFD.
+
+    >>> normalize("ＡＢＣ資料庫").text
+    'abc数据库'
+    >>> list(normalize("記憶體").origin)
+    [0, 1, 3]
+    """
+    folded, origin = _fold_case_and_width(text)
+    return _fold_script(folded, origin)
+
+
+def analyze_text(text: str) -> AnalyzedText:
+    """Terms and phrase key of a document text (a chunk, a title, a source path or a tag).
+
+    >>> analyze_text("中国农业发展银行 parse_args").terms
+    ['中国', '农业', '发展', '银行', '农业发展银行', 'parse_args', 'parse', 'args']
+    """
+    normalized = normalize(text).text
+    return AnalyzedText(terms=_terms(normalized, split_underscores=True), phrase_key=_phrase(normalized))
+
+
+def analyze_query(query: str) -> AnalyzedQuery:
+    """Terms and phrase of a search query, analyzed exactly like documents (without ``_`` parts).
+
+    Raises:
+        MemoriesError: ``query_too_long`` over :data:`memories.limits.MAX_QUERY_BYTES` (1,024) UTF-8 bytes of
+            the query as received; ``too_many_terms`` over :data:`MAX_QUERY_TERMS` distinct terms. Nothing
+            else, whatever the query.
+
+    >>> analyze_query('C++ -tutorial "unbalanced')
+    AnalyzedQuery(terms=('c', 'tutorial', 'unbalanced'), phrase='c++ -tutorial "unbalanced')
+    """
+    size = len(query.encode("utf-8", "surrogatepass"))
+    if size > MAX_QUERY_BYTES:
+        raise MemoriesError(
+            "query_too_long",
+            f"the query has {size} bytes; at most {MAX_QUERY_BYTES} are accepted (R-17)",
+            {"max": MAX_QUERY_BYTES, "value": size},
+        )
+    normalized = normalize(query).text
+    terms = tuple(dict.fromkeys(_terms(normalized, split_underscores=False)))
+    if len(terms) > MAX_QUERY_TERMS:
+        raise MemoriesError(
+            "too_many_terms",
+            f"the query has {len(terms)} distinct terms; at most {MAX_QUERY_TERMS} are accepted (R-17)",
+            {"max": MAX_QUERY_TERMS, "value": len(terms)},
+        )
+    return AnalyzedQuery(terms=terms, phrase=_phrase(normalized))
+
+
+def phrase_key(text: str) -> str:
+    """``text`` normalized for ``phrase`` matching: whitespace runs become one space, none beside Han.
+
+    A phrase query matches a chunk when its phrase is a substring of the chunk's key. Spaces next to Han
+    characters are dropped on both sides because Chinese writing puts them there or not at will
+    (``SSH 端口转发`` and ``SSH端口转发``, or a line wrapped inside a sentence).
+
+    >>> phrase_key("  Do NOT\\n use  SSH 端口 轉發 ")
+    'do not use ssh端口转发'
+    """
+    return _phrase(normalize(text).text)
+
+
+def highlight_spans(text: str, terms: Iterable[str]) -> list[tuple[int, int]]:
+    """Where analyzed ``terms`` occur in ``text``, as merged, sorted, half-open code point spans of the original.
+
+    Han terms match anywhere; other terms only as whole words (a term ``use`` does not light up ``because``).
+    Spans cover whole original characters, so a term matching part of a folded expansion (``ﬁ`` → ``fi``) or a
+    script conversion that changed length covers the characters it came from.
+
+    >>> highlight_spans("資料庫 and ＳＱＬ", ["数据库", "sql"])
+    [(0, 3), (8, 11)]
+    """
+    normalized = normalize(text)
+    folded, origin = normalized.text, normalized.origin
+    spans: list[tuple[int, int]] = []
+    for term in set(terms):
+        whole_word = _HAN_RUN.search(term) is None
+        index = folded.find(term)
+        while term and index >= 0:
+            end = index + len(term)
+            if not whole_word or not (_is_word_char(folded, index - 1) or _is_word_char(folded, end)):
+                spans.append((origin[index], _original_end(origin, end)))
+            index = folded.find(term, index + 1)
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+class _RegularFoldTable(dict[int, str]):
+    """``str.translate`` table: a character → its NFKC + casefold, or :data:`_IRREGULAR_MARK`; filled on first use.
+
+    A character is irregular when it does not fold to exactly one character on its own: it expands (``ﬁ`` →
+    ``fi``, ``…`` → ``...``) or is a combining mark that folds together with the character before it. Only runs
+    of irregular characters need the slow, unit-by-unit path; the mark itself (a noncharacter) is irregular, so
+    a mark in the output always means an irregular character at the same index of the input.
+    """
+
+    def __missing__(self, code: int) -> str:
+        char = chr(code)
+        folded = _fold_unit(char)
+        regular = len(folded) == 1 and unicodedata.combining(char) == 0 and char != _IRREGULAR_MARK
+        self[code] = folded if regular else _IRREGULAR_MARK
+        return self[code]
+
+
+_REGULAR_FOLD = _RegularFoldTable()
+
+
+def _fold_case_and_width(text: str) -> tuple[str, Sequence[int]]:
+    """NFKC + casefold of each character with its combining marks, and the origin map of the result."""
+    if text.isascii():
+        return text.lower(), range(len(text) + 1)
+    regular = text.translate(_REGULAR_FOLD)  # one character per character, so indexes still match the input
+    if _IRREGULAR_MARK not in regular:
+        return regular, range(len(text) + 1)
+    pieces: list[str] = []
+    origin: list[int] = []
+    done = 0
+    for match in _IRREGULAR_RUN.finditer(regular):
+        start, end = match.span()
+        if start > done and unicodedata.combining(text[start]):
+            start -= 1  # the base character folds together with its marks
+        pieces.append(regular[done:start])
+        origin.extend(range(done, start))
+        _fold_units(text, start, end, pieces, origin)
+        done = end
+    pieces.append(regular[done:])
+    origin.extend(range(done, len(text) + 1))
+    return "".join(pieces), origin
+
+
+def _fold_units(text: str, start: int, end: int, pieces: list[str], origin: list[int]) -> None:
+    """Fold ``text[start:end]`` one unit (a character and its combining marks) at a time, appending the results."""
+    index = start
+    while index < end:
+        unit_end = index + 1
+        while unit_end < end and unicodedata.combining(text[unit_end]):
+            unit_end += 1
+        folded = _fold_unit(text[index:unit_end])
+        pieces.append(folded)
+        origin.extend([index] * len(folded))
+        index = unit_end
+
+
+@functools.lru_cache(maxsize=4096)
+def _fold_unit(unit: str) -> str:
+    """NFKC, then ``casefold()``, of one character with its combining marks; lone surrogates become U+FFFD."""
+    return _SURROGATE.sub("\ufffd", unicodedata.normalize("NFKC", unit).casefold())
+
+
+def _fold_script(text: str, origin: Sequence[int]) -> Normalized:
+    """Traditional → Simplified on the Han runs of ``text``, with ``origin`` carried through."""
+    parts = _HAN_SPLIT.split(text)  # other, Han, other, ..., other
+    others, sources = parts[0::2], parts[1::2]
+    if not sources:
+        return Normalized(text, origin)
+    converted = _converter("tw2sp").convert(_RUN_SEPARATOR.join(sources)).split(_RUN_SEPARATOR)
+    if converted == sources:
+        return Normalized(text, origin)
+    parts[1::2] = converted
+    if all(len(run) == len(source) for run, source in zip(converted, sources, strict=True)):
+        return Normalized("".join(parts), origin)
+    new_origin: list[int] = []
+    position = 0
+    for other, source, run in zip(others, sources, converted, strict=False):
+        new_origin.extend(origin[position : position + len(other)])
+        position += len(other)
+        if len(run) == len(source):
+            new_origin.extend(origin[position : position + len(source)])
+        else:
+            new_origin.extend(origin[position + offset] for offset in _align(source, run))
+        position += len(source)
+    new_origin.extend(origin[position:])
+    return Normalized("".join(parts), new_origin)
+
+
+def _align(source: str, converted: str) -> list[int]:
+    """For each character of ``converted``, the index in ``source`` it came from (never decreasing).
+
+    Characters are matched against the ``t2s`` rendering of ``source`` (character by character in effect, so
+    more characters line up; ``source`` itself should that rendering change the length); where nothing matches,
+    a replaced stretch maps proportionally onto the stretch it replaced.
+    """
+    rendered = _converter("t2s").convert(source)
+    if len(rendered) != len(source):
+        rendered = source
+    last = len(source) - 1
+    offsets: list[int] = []
+    matcher = difflib.SequenceMatcher(None, rendered, converted, autojunk=False)
+    for tag, start, end, converted_start, converted_end in matcher.get_opcodes():
+        if tag == "equal":
+            offsets.extend(range(start, end))
+        elif tag != "delete":
+            width = converted_end - converted_start
+            offsets.extend(min(start + k * (end - start) // width, last) for k in range(width))
+    return offsets
+
+
+@functools.cache
+def _converter(config: str) -> opencc.OpenCC:
+    """One OpenCC converter per configuration, made on first use (``tw2sp`` and ``t2s`` ship with OpenCC)."""
+    return opencc.OpenCC(config)
+
+
+def _terms(normalized: str, *, split_underscores: bool) -> list[str]:
+    """The terms of a normalized text, in order, with repeats."""
+    parts = _HAN_SPLIT.split(normalized)  # other, Han, other, ..., other
+    han_words = _cut_for_search(parts[1::2])
+    han_words.append([])
+    terms: list[str] = []
+    for other, words in zip(parts[0::2], han_words, strict=True):
+        if other:
+            terms.extend(_words(other, split_underscores=split_underscores))
+        terms.extend(words)
+    return terms
+
+
+def _words(text: str, *, split_underscores: bool) -> list[str]:
+    """Words of a text without Han characters; ``_`` alone is punctuation, ``a_b`` may also give its parts."""
+    words = _WORD.findall(text)
+    if "_" not in text:
+        return words
+    terms: list[str] = []
+    for word in words:
+        if word.strip("_"):
+            terms.append(word)
+            if split_underscores and "_" in word:
+                terms.extend(part for part in word.split("_") if part)
+    return terms
+
+
+def _cut_for_search(runs: list[str]) -> list[list[str]]:
+    """``rjieba.cut_for_search`` of each Han run, in one call: runs are joined by a separator jieba splits on."""
+    if not runs:
+        return []
+    joined = _WORD_SEPARATOR.join(rjieba.cut_for_search(_RUN_SEPARATOR.join(runs)))
+    return [run.split(_WORD_SEPARATOR) for run in joined.split(_WORD_SEPARATOR + _RUN_SEPARATOR + _WORD_SEPARATOR)]
+
+
+def _phrase(normalized: str) -> str:
+    """The phrase key of an already normalized text (see :func:`phrase_key`)."""
+    collapsed = " ".join(normalized.split())
+    return _SPACE_BESIDE_HAN.sub("", collapsed) if _HAN_RUN.search(collapsed) else collapsed
+
+
+def _is_word_char(text: str, index: int) -> bool:
+    """Whether ``text[index]`` exists and would continue a non-Han word (``_`` separates, so it does not)."""
+    return 0 <= index < len(text) and _WORD_CHAR.match(text, index) is not None
+
+
+def _original_end(origin: Sequence[int], end: int) -> int:
+    """Original end of a normalized span ending at ``end``: past every character the last one came from."""
+    last = origin[end - 1]
+    while origin[end] == last:
+        end += 1
+    return origin[end]

@@ -1,0 +1,218 @@
+"""Chunking: cut a record body into overlapping pieces that BM25, vectors and citations share (R-16).
+
+A chunk is an exact slice of the body, at most ``MAX_CHUNK_CHARS`` code points, that starts and ends on
+non-whitespace. Consecutive chunks overlap by about ``CHUNK_OVERLAP`` code points so that a sentence cut at a
+chunk edge is still whole in one of them. Cuts prefer, in this order::
+
+    paragraph break   a blank line
+    sentence end      。！？… or .!? followed by space or the end, with closing quotes/brackets after them
+    line break        a single newline (lists, tables and code have no sentence ends)
+    clause or space   ，、；：,;: or whitespace
+    hard              anywhere, but never between a character and its combining marks or joiners
+
+Each chunk carries its code point span (``start``/``end``, what Python slices with) and its UTF-8 byte span
+(``byte_start``/``byte_end``, what results report, R-10), both half-open, and the SHA-256 of its UTF-8 text.
+
+>>> [(c.text, c.byte_start, c.byte_end) for c in chunk_text("A😀B")]
+[('A😀B', 0, 6)]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from bisect import bisect_left, bisect_right
+
+import msgspec
+
+MAX_CHUNK_CHARS = 768
+"""Largest chunk in code points (R-16)."""
+
+CHUNK_OVERLAP = 128
+"""Usual overlap between consecutive chunks in code points (R-16)."""
+
+# Boundary patterns. Each match yields one cut position p: body[:p] ends a unit, body[p:] starts the next one
+# (after its leading whitespace). Whitespace-like separators cut before themselves, punctuation after itself.
+_PARAGRAPH = re.compile(r"\n[^\S\n]*\n")
+_SENTENCE = re.compile(r"[。！？…]+[”’」』）》)\]\"']*|[.!?]+[”’」』）》)\]\"']*(?=\s|\Z)")
+_LINE = re.compile(r"\n")
+_CLAUSE = re.compile(r"[，、；：,;:]")
+_SPACE = re.compile(r"\s+")
+_NON_SPACE = re.compile(r"\S")
+
+# Characters that continue the previous one and must stay with it: zero width joiner, variation selectors,
+# emoji skin tone modifiers (combining marks are found through unicodedata).
+_JOINER = "\u200d"
+_CONTINUATIONS = frozenset("\u200d\ufe0e\ufe0f" + "".join(map(chr, range(0x1F3FB, 0x1F400))))
+
+
+class Chunk(msgspec.Struct, frozen=True):
+    """One piece of a record body.
+
+    Attributes:
+        text: exactly ``body[start:end]``; never empty except in the title-only chunk a caller makes for an
+            empty body.
+        start, end: half-open span in code points.
+        byte_start, byte_end: half-open span in UTF-8 bytes of the body (R-10); a body that began with a BOM
+            counts from the first byte after it, because the caller strips it before chunking.
+        chunk_hash: SHA-256 hex digest of the UTF-8 ``text``; stable across processes and versions.
+    """
+
+    text: str
+    start: int
+    end: int
+    byte_start: int
+    byte_end: int
+    chunk_hash: str
+
+
+def chunk_text(body: str, *, max_chars: int = MAX_CHUNK_CHARS, overlap: int = CHUNK_OVERLAP) -> list[Chunk]:
+    """Cut ``body`` into chunks of at most ``max_chars`` code points overlapping by about ``overlap``.
+
+    The end of a chunk is the last boundary of the best class found in the back half of its window, so chunks
+    are not tiny; the next chunk starts at the boundary nearest to ``end - overlap`` (within a quarter of the
+    overlap), else exactly there. Starts strictly increase, every non-whitespace character of the body lies in
+    some chunk, and no chunk begins or ends with whitespace. Time and memory are linear in ``len(body)``.
+
+    Args:
+        body: the record body (a ``str`` without lone surrogates, as decoded from UTF-8).
+        max_chars: largest chunk in code points.
+        overlap: wanted overlap in code points.
+
+    Returns:
+        The chunks in body order; ``[]`` for an empty or whitespace-only body.
+
+    Raises:
+        ValueError: ``max_chars < 1``, ``overlap < 0`` or ``2 * overlap >= max_chars`` (the next window would
+            not reach past the previous chunk).
+
+    >>> [c.text for c in chunk_text("One. Two. Three. Four.", max_chars=12, overlap=4)]
+    ['One. Two.', 'Two. Three.', 'ree. Four.']
+    """
+    if max_chars < 1 or overlap < 0 or 2 * overlap >= max_chars:
+        raise ValueError(f"need max_chars >= 1 and 0 <= 2 * overlap < max_chars, got {max_chars}, {overlap}")
+    text_end = len(body.rstrip())
+    start = _skip_space(body, 0)
+    if start >= text_end:
+        return []
+    boundaries = _Boundaries(body)
+    byte_offsets = _ByteOffsets(body)
+    chunks: list[Chunk] = []
+    uncovered = start  # first non-whitespace position not yet inside a chunk
+    while True:
+        window_end = start + max_chars
+        if window_end >= text_end:
+            end = text_end
+        else:
+            floor = max(start + max_chars // 2, uncovered)
+            cut = boundaries.last_cut(floor, window_end)
+            if cut is None:
+                cut = _back_off(body, window_end, floor)
+            end = _trim_end(body, cut)
+        text = body[start:end]
+        chunks.append(
+            Chunk(
+                text=text,
+                start=start,
+                end=end,
+                byte_start=byte_offsets.at(start),
+                byte_end=byte_offsets.at(end),
+                chunk_hash=hashlib.sha256(text.encode()).hexdigest(),
+            )
+        )
+        if end >= text_end:
+            return chunks
+        uncovered = _skip_space(body, end)
+        start = _next_start(body, boundaries, start, end, overlap)
+        if start + max_chars <= uncovered:
+            # A whitespace gap wider than the window: overlapping would not reach new text.
+            start = uncovered
+
+
+class _Boundaries:
+    """Sorted cut positions of one body, per boundary class, best class first."""
+
+    def __init__(self, body: str) -> None:
+        clause_or_space = sorted([m.end() for m in _CLAUSE.finditer(body)] + [m.start() for m in _SPACE.finditer(body)])
+        self._classes: tuple[list[int], ...] = (
+            [m.start() for m in _PARAGRAPH.finditer(body)],
+            [m.end() for m in _SENTENCE.finditer(body)],
+            [m.start() for m in _LINE.finditer(body)],
+            clause_or_space,
+        )
+
+    def last_cut(self, floor: int, ceiling: int) -> int | None:
+        """The last cut in ``(floor, ceiling]`` of the best class that has one, else ``None``."""
+        for cuts in self._classes:
+            index = bisect_right(cuts, ceiling) - 1
+            if index >= 0 and cuts[index] > floor:
+                return cuts[index]
+        return None
+
+    def nearest_cut(self, target: int, low: int, high: int) -> int | None:
+        """The cut in ``[low, high]`` nearest to ``target``, of the best class that has one, else ``None``."""
+        for cuts in self._classes:
+            index = bisect_left(cuts, target)
+            near = [cuts[i] for i in (index - 1, index) if 0 <= i < len(cuts) and low <= cuts[i] <= high]
+            if near:
+                return min(near, key=lambda cut: abs(cut - target))
+        return None
+
+
+class _ByteOffsets:
+    """UTF-8 byte offset of a code point offset, moving a cursor so each call costs the distance moved."""
+
+    def __init__(self, body: str) -> None:
+        self._body = body
+        self._ascii = body.isascii()
+        self._index = 0
+        self._byte = 0
+
+    def at(self, index: int) -> int:
+        """UTF-8 byte offset of code point offset ``index``."""
+        if self._ascii:
+            return index
+        if index >= self._index:
+            self._byte += len(self._body[self._index : index].encode())
+        else:
+            self._byte -= len(self._body[index : self._index].encode())
+        self._index = index
+        return self._byte
+
+
+def _next_start(body: str, boundaries: _Boundaries, start: int, end: int, overlap: int) -> int:
+    """Where the chunk after ``body[start:end]`` begins: near ``end - overlap``, after ``start``."""
+    target = end - overlap
+    slack = overlap // 4
+    low, high = max(start + 1, target - slack), min(end, target + slack)
+    cut = boundaries.nearest_cut(target, low, high) if low <= high else None
+    if cut is None:
+        cut = _back_off(body, max(target, start + 1), start)
+    return _skip_space(body, cut)
+
+
+def _back_off(body: str, index: int, floor: int) -> int:
+    """Move a hard cut left (not to ``floor`` or below) until it falls between two characters that may part."""
+    while index - 1 > floor and index < len(body) and _continues(body, index):
+        index -= 1
+    return index
+
+
+def _continues(body: str, index: int) -> bool:
+    """Whether ``body[index]`` belongs to the character before it (combining mark, joiner, modifier)."""
+    char = body[index]
+    return char in _CONTINUATIONS or body[index - 1] == _JOINER or unicodedata.combining(char) != 0
+
+
+def _skip_space(body: str, index: int) -> int:
+    """The first non-whitespace position at or after ``index`` (``len(body)`` if none)."""
+    match = _NON_SPACE.search(body, index)
+    return match.start() if match else len(body)
+
+
+def _trim_end(body: str, end: int) -> int:
+    """``end`` moved left over trailing whitespace."""
+    while end > 0 and body[end - 1].isspace():
+        end -= 1
+    return end

@@ -1,0 +1,278 @@
+"""Lexical retrieval: BM25 over an in-memory SQLite FTS5 table of term ids (R-13, R-14, R-15).
+
+Analyzed terms never reach FTS5 as text. Each distinct term gets a per-index id (``t0``, ``t1``, …) from a
+vocabulary; columns hold space-separated ids, split by FTS5's ``ascii`` tokenizer, and a query is a list of
+quoted ids joined by ``OR`` or ``AND``. A query term missing from the vocabulary matches nothing. Whatever a
+user types, FTS5 only ever parses ``"t12" OR "t40"``, so no user text can be FTS5 syntax (R-15).
+
+Match modes (R-14)::
+
+    any     chunks with at least one query term (OR)
+    all     chunks with every query term, in any column (AND)
+    phrase  chunks with at least one query term whose phrase key, or whose title's phrase key, contains the
+            query phrase as one contiguous run; ranked like ``any``
+
+Scores are ``-bm25(chunk_fts, 5.0, 1.0, 2.0)``: column weights title 5, body 1, metadata 2 (R-13), negated so
+higher is better. Ties rank by record id, then by byte offset, so equal scores always come out in one order.
+Nothing here is ever written to disk (R-20): the database is SQLite's ``:memory:``.
+
+Ranking skips work without changing results. SQLite's ``bm25()`` (``fts5_aux.c``) adds, for each query term,
+``idf × f × (k1 + 1) / (f + k1 × (1 − b + b × D / avgdl))`` with ``f`` the column-weighted count of the term in
+the row; whatever ``f`` is, that stays below ``idf × (k1 + 1)`` (k1 = 1.2), the term's *bound*. A chunk holding
+only terms of a set therefore scores below the sum of their bounds. ``any`` and ``phrase`` searches first rank
+only the chunks that hold one of the rarest query terms (about :data:`_FIRST_PASS_ROWS` chunks); if the k-th
+score beats the summed bounds of the other terms, no other chunk can reach the top k and the ranking is final.
+Otherwise that k-th score is a floor for the true one: the rarest terms are widened until the bounds of the rest
+sum below the floor and the search runs once more (over every match when no term can be left out). On a
+10,000-chunk vault this keeps queries full of common words (``a``, ``the``, ``与``) from scoring every chunk.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Literal
+
+import msgspec
+
+from memories.protocol import MatchMode
+from memories.rag.analysis import AnalyzedQuery
+
+_SCHEMA = """
+CREATE VIRTUAL TABLE chunk_fts USING fts5(
+    title,                  -- term ids of the record title
+    body,                   -- term ids of the chunk text
+    meta,                   -- term ids of the safe metadata: source path and tags
+    tokenize = 'ascii'
+);
+CREATE TABLE chunks (           -- plain columns: reading them from FTS5 rows would cost more than bm25()
+    rowid INTEGER PRIMARY KEY,  -- the chunk_fts rowid
+    record_id TEXT NOT NULL,    -- ties rank by record id, then byte offset
+    byte_start INTEGER NOT NULL,
+    kind TEXT NOT NULL          -- 'memory' or 'card'
+);
+CREATE TABLE chunk_phrases (    -- apart from chunks, whose small rows every ranked match reads
+    rowid INTEGER PRIMARY KEY,
+    phrase_key TEXT NOT NULL,   -- analysis.phrase_key of the chunk text
+    title_key TEXT NOT NULL     -- analysis.phrase_key of the title
+);
+"""
+
+_INSERT = (
+    "INSERT INTO chunk_fts (rowid, title, body, meta) VALUES (:rowid, :title, :body, :meta)",
+    "INSERT INTO chunks (rowid, record_id, byte_start, kind) VALUES (:rowid, :record_id, :byte_start, :kind)",
+    "INSERT INTO chunk_phrases (rowid, phrase_key, title_key) VALUES (:rowid, :phrase_key, :title_key)",
+)
+
+_DELETE = (
+    "DELETE FROM chunk_fts WHERE rowid = ?",
+    "DELETE FROM chunks WHERE rowid = ?",
+    "DELETE FROM chunk_phrases WHERE rowid = ?",
+)
+
+_MOVE = "UPDATE chunks SET kind = :kind, byte_start = :byte_start WHERE rowid = :rowid"
+
+_TERM_IDS = "SELECT title || ' ' || body || ' ' || meta FROM chunk_fts WHERE rowid = ?"
+
+# :essential, when not NULL, keeps only chunks holding one of those terms (the first pass of the ranking above);
+# the unary + keeps SQLite from handing that rowid list to FTS5, which would rerun the MATCH once per rowid.
+_MATCHING = """
+FROM chunk_fts JOIN chunks ON chunks.rowid = chunk_fts.rowid
+WHERE chunk_fts MATCH :match
+  AND (NOT :cards_only OR chunks.kind = 'card')
+  AND (:essential IS NULL OR +chunk_fts.rowid IN (SELECT rowid FROM chunk_fts WHERE chunk_fts MATCH :essential))
+  AND (:phrase IS NULL OR EXISTS (
+        SELECT 1 FROM chunk_phrases
+        WHERE chunk_phrases.rowid = chunk_fts.rowid
+          AND (instr(chunk_phrases.phrase_key, :phrase) > 0 OR instr(chunk_phrases.title_key, :phrase) > 0)))
+"""
+
+_SEARCH = f"""
+SELECT chunk_fts.rowid, -bm25(chunk_fts, 5.0, 1.0, 2.0) AS score
+{_MATCHING}
+ORDER BY score DESC, chunks.record_id, chunks.byte_start
+LIMIT :limit
+"""
+
+_FILTER = f"SELECT chunk_fts.rowid {_MATCHING}"
+
+_K1 = 1.2
+"""BM25 ``k1`` of SQLite's ``bm25()`` (``fts5_aux.c``); its ``b`` (0.75) does not enter the bounds."""
+
+_MIN_IDF = 1e-6
+"""``bm25()`` raises a negative idf (a term in more than half of the rows) to this."""
+
+_FIRST_PASS_ROWS = 300
+"""About how many chunks the first ranking pass scores; a speed knob only, results never depend on it."""
+
+
+class LexicalEntry(msgspec.Struct, frozen=True):
+    """One chunk as the lexical index stores it.
+
+    Attributes:
+        rowid: the chunk's row id, unique within the index.
+        record_id, kind, byte_start: the chunk's record, its kind and the chunk's UTF-8 start (for ties).
+        title_terms, body_terms, meta_terms: analyzed terms with repeats (``analysis.analyze_text``).
+        phrase_key, title_key: phrase keys of the chunk text and of the title.
+    """
+
+    rowid: int
+    record_id: str
+    kind: Literal["memory", "card"]
+    byte_start: int
+    title_terms: Sequence[str]
+    body_terms: Sequence[str]
+    meta_terms: Sequence[str]
+    phrase_key: str
+    title_key: str
+
+
+class KeptChunk(msgspec.Struct, frozen=True):
+    """A stored chunk whose text, title and metadata did not change in an edit: only its kind and offset may."""
+
+    rowid: int
+    kind: Literal["memory", "card"]
+    byte_start: int
+
+
+class LexicalIndex:
+    """An FTS5 table of chunks and the vocabulary of term ids, in memory, for one vault; one caller at a time.
+
+    The vocabulary only grows: a term whose last chunk was deleted keeps its id and matches nothing, which is
+    what a missing term does too. The whole index goes away with the vault's cache.
+    """
+
+    def __init__(self) -> None:
+        self._connection = sqlite3.connect(":memory:", check_same_thread=False)
+        self._connection.executescript(_SCHEMA)
+        self._vocabulary: dict[str, str] = {}  # term -> id
+        self._rows_with: Counter[str] = Counter()  # term id -> chunks holding it, as bm25() counts them
+        self._row_count = 0
+
+    def replace(
+        self, delete_rowids: Iterable[int], entries: Iterable[LexicalEntry], kept: Iterable[KeptChunk] = ()
+    ) -> None:
+        """Delete rows, insert entries and update kept chunks in one transaction: on failure nothing changes."""
+        deleted = [(rowid,) for rowid in delete_rowids]
+        removed_terms = Counter[str]()
+        for parameters in deleted:
+            for (term_ids,) in self._connection.execute(_TERM_IDS, parameters):
+                removed_terms.update(set(term_ids.split()))
+        rows = [self._row(entry) for entry in entries]
+        added_terms = Counter[str]()
+        for row in rows:
+            added_terms.update(set(f"{row['title']} {row['body']} {row['meta']}".split()))
+        deleted_count = 0
+        with self._connection:
+            for statement in _DELETE:
+                deleted_count = self._connection.executemany(statement, deleted).rowcount
+            for statement in _INSERT:
+                self._connection.executemany(statement, rows)
+            self._connection.executemany(_MOVE, (msgspec.structs.asdict(chunk) for chunk in kept))
+        self._rows_with.subtract(removed_terms)
+        self._rows_with.update(added_terms)
+        for term_id in removed_terms:
+            if not self._rows_with[term_id]:
+                del self._rows_with[term_id]
+        self._row_count += len(rows) - deleted_count
+
+    def search(
+        self, query: AnalyzedQuery, *, match_mode: MatchMode, limit: int | None, cards_only: bool
+    ) -> list[tuple[int, float]]:
+        """``(rowid, score)`` of the best matching chunks, best first; at most ``limit`` (``None``: all).
+
+        Score is ``-bm25`` with weights 5/1/2, higher is better. Returns ``[]`` when no query term is in the
+        vocabulary (or, for ``all``, when any one is missing).
+        """
+        term_ids = self._term_ids(query, match_mode)
+        if not term_ids:
+            return []
+        parameters = self._parameters(term_ids, query, match_mode, cards_only)
+        if match_mode == "all" or limit is None:
+            return self._ranked(parameters, None, limit)
+        by_rarity = sorted(term_ids, key=self._rows_with.__getitem__)
+        bound = {term_id: self._score_bound(term_id) for term_id in term_ids}
+        essential = by_rarity[:1]
+        rows = self._rows_with[by_rarity[0]]
+        for term_id in by_rarity[1:]:
+            rows += self._rows_with[term_id]
+            if rows > _FIRST_PASS_ROWS:
+                break
+            essential.append(term_id)
+        while True:
+            rest = by_rarity[len(essential) :]
+            if not rest:
+                return self._ranked(parameters, None, limit)
+            ranked = self._ranked(parameters, essential, limit)
+            floor = ranked[-1][1] if len(ranked) == limit else 0.0
+            if floor > sum(bound[term_id] for term_id in rest):
+                return ranked
+            while rest and sum(bound[term_id] for term_id in rest) >= floor:
+                essential.append(rest.pop(0))
+
+    def filter_rowids(self, query: AnalyzedQuery, *, match_mode: MatchMode, cards_only: bool) -> set[int]:
+        """Row ids of every chunk that ``match_mode`` admits, unranked (what strict modes pass to vectors)."""
+        term_ids = self._term_ids(query, match_mode)
+        if not term_ids:
+            return set()
+        parameters = self._parameters(term_ids, query, match_mode, cards_only) | {"essential": None}
+        return {rowid for (rowid,) in self._connection.execute(_FILTER, parameters)}
+
+    def _term_ids(self, query: AnalyzedQuery, match_mode: MatchMode) -> list[str]:
+        """Ids of the query terms in the vocabulary; none when ``all`` needs a term that no chunk has."""
+        term_ids = [self._vocabulary[term] for term in query.terms if term in self._vocabulary]
+        if match_mode == "all" and len(term_ids) < len(query.terms):
+            return []
+        return term_ids
+
+    @staticmethod
+    def _parameters(
+        term_ids: list[str], query: AnalyzedQuery, match_mode: MatchMode, cards_only: bool
+    ) -> dict[str, object]:
+        """Bound parameters of :data:`_MATCHING`, except ``essential``."""
+        operator = " AND " if match_mode == "all" else " OR "
+        return {
+            "match": operator.join(f'"{term_id}"' for term_id in term_ids),
+            "cards_only": cards_only,
+            "phrase": query.phrase if match_mode == "phrase" else None,
+        }
+
+    def _ranked(
+        self, parameters: dict[str, object], essential: list[str] | None, limit: int | None
+    ) -> list[tuple[int, float]]:
+        """Run :data:`_SEARCH`, over the chunks holding an ``essential`` term if given."""
+        essential_match = None if essential is None else " OR ".join(f'"{term_id}"' for term_id in essential)
+        arguments = parameters | {"essential": essential_match, "limit": -1 if limit is None else limit}
+        return self._connection.execute(_SEARCH, arguments).fetchall()
+
+    def _score_bound(self, term_id: str) -> float:
+        """What one term can add to a chunk's score at most: ``idf × (k1 + 1)``, idf as ``bm25()`` computes it."""
+        holding = self._rows_with[term_id]
+        idf = math.log((self._row_count - holding + 0.5) / (holding + 0.5))
+        return max(idf, _MIN_IDF) * (_K1 + 1)
+
+    def _row(self, entry: LexicalEntry) -> dict[str, object]:
+        """Bound parameters of :data:`_INSERT` for one entry."""
+        return {
+            "rowid": entry.rowid,
+            "title": self._ids(entry.title_terms),
+            "body": self._ids(entry.body_terms),
+            "meta": self._ids(entry.meta_terms),
+            "kind": entry.kind,
+            "record_id": entry.record_id,
+            "byte_start": entry.byte_start,
+            "phrase_key": entry.phrase_key,
+            "title_key": entry.title_key,
+        }
+
+    def _ids(self, terms: Sequence[str]) -> str:
+        """Space-separated term ids of ``terms``, giving new terms the next id."""
+        vocabulary = self._vocabulary
+        new_terms = set(terms).difference(vocabulary)  # costs len(terms), not len(vocabulary)
+        if new_terms:
+            for term in dict.fromkeys(terms):  # in text order, so ids never depend on string hashing
+                if term in new_terms:
+                    vocabulary[term] = f"t{len(vocabulary)}"
+        return " ".join(map(vocabulary.__getitem__, terms))

@@ -1,0 +1,290 @@
+"""One vault's retrieval cache: records, chunks and the lexical index, updated record by record (R-19, R-21).
+
+``workers.index`` holds at most two of these (R-21). It learns what a cache holds from :meth:`VaultIndex.have`,
+sends only what changed through :meth:`VaultIndex.apply`, and searches with :meth:`VaultIndex.search`;
+everything lives in memory and goes away with the object (R-20)::
+
+    index = VaultIndex("v1")
+    index.apply([IndexRecord(id="r1", revision=1, kind="card", title="Ownership", body="所有權規則……")], [])
+    hits = index.search(analyze_query("所有权"), match_mode="any", limit=10)
+    [(hit.row.record_id, hit.row.chunk.byte_start, hit.row.chunk.byte_end) for hit in hits]   # [('r1', 0, 21)]
+
+A later vector stage reads the same rows: :meth:`VaultIndex.rows`, :meth:`VaultIndex.row` and, for the strict
+match modes, :meth:`VaultIndex.filter_rowids`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator
+from typing import Literal
+
+import msgspec
+
+from memories.errors import MemoriesError
+from memories.limits import MAX_RESULTS
+from memories.protocol import IndexRecord, MatchMode
+from memories.rag.analysis import AnalyzedQuery, AnalyzedText, analyze_text
+from memories.rag.chunking import Chunk, chunk_text
+from memories.rag.lexical import KeptChunk, LexicalEntry, LexicalIndex
+
+MAX_CHUNKS = 10_000
+"""Most chunks in one cached vault (R-21)."""
+
+MAX_TEXT_BYTES = 16 * 1024 * 1024
+"""Most UTF-8 bytes of body, title and metadata (source path, tags) in one cached vault (R-21)."""
+
+_TITLE_ONLY_CHUNK = Chunk(text="", start=0, end=0, byte_start=0, byte_end=0, chunk_hash=hashlib.sha256().hexdigest())
+
+
+class ChunkRow(msgspec.Struct, frozen=True):
+    """One indexed chunk with what results and later stages need.
+
+    Attributes:
+        rowid: unique within this index and never reused; a chunk that an edit leaves unchanged keeps its row id,
+            every other chunk of the edited record gets a new one.
+        record_id, revision, kind, title, source: the record the chunk belongs to.
+        chunk: the span of the body; a record with an empty or whitespace-only body has one title-only chunk
+            with empty text and spans ``(0, 0)``, found through its title and metadata.
+        phrase_key: ``analysis.phrase_key`` of the chunk text.
+        terms: the distinct analyzed terms of title, chunk text and metadata (for the reranker's coverage).
+    """
+
+    rowid: int
+    record_id: str
+    revision: int
+    kind: Literal["memory", "card"]
+    title: str
+    source: str | None
+    chunk: Chunk
+    phrase_key: str
+    terms: frozenset[str]
+
+
+class Hit(msgspec.Struct, frozen=True):
+    """A search result: the chunk row and its BM25 score (``-bm25()``, higher is better)."""
+
+    row: ChunkRow
+    score: float
+
+
+class IndexStats(msgspec.Struct, frozen=True):
+    """Size of a cache: ``records``, ``chunks``, and ``text_bytes`` as counted against :data:`MAX_TEXT_BYTES`."""
+
+    records: int
+    chunks: int
+    text_bytes: int
+
+
+class _Record(msgspec.Struct, frozen=True):
+    revision: int
+    kind: Literal["memory", "card"]
+    title: str
+    source: str | None
+    tags: list[str]
+    rowids: tuple[int, ...]
+    text_bytes: int
+
+
+class VaultIndex:
+    """The retrieval cache of one vault: its eligible records, their chunks and a BM25 index over them.
+
+    Args:
+        vault_id: named in errors.
+        max_chunks: chunk limit (R-21: :data:`MAX_CHUNKS`).
+        max_text_bytes: limit on UTF-8 bytes of body + title + source + tags over all records (R-21:
+            :data:`MAX_TEXT_BYTES`).
+
+    One caller at a time: the index worker serializes work on a vault.
+    """
+
+    def __init__(self, vault_id: str, *, max_chunks: int = MAX_CHUNKS, max_text_bytes: int = MAX_TEXT_BYTES) -> None:
+        self.vault_id = vault_id
+        self._max_chunks = max_chunks
+        self._max_text_bytes = max_text_bytes
+        self._records: dict[str, _Record] = {}
+        self._rows: dict[int, ChunkRow] = {}
+        self._text_bytes = 0
+        self._next_rowid = 1
+        self._lexical = LexicalIndex()
+
+    def have(self) -> dict[str, int]:
+        """Record id → revision of every record in the cache."""
+        return {record_id: record.revision for record_id, record in self._records.items()}
+
+    def apply(self, upserts: Iterable[IndexRecord], deletes: Iterable[str]) -> None:
+        """Remove ``deletes``, then add or replace ``upserts`` (the last one wins for a repeated id).
+
+        Only the named records are touched. A replaced record's chunks are compared by hash: unchanged ones
+        (same text, title and metadata) keep their rows and analysis, the rest are analyzed and indexed anew.
+        Deleting an id the cache does not hold is not an error.
+
+        Raises:
+            MemoriesError: ``vault_too_large`` when the result would exceed ``max_text_bytes`` or ``max_chunks``,
+                with ``details`` ``{"vault", "limit": "text_bytes" | "chunks", "max", "value"}``; the cache is
+                then exactly as it was before the call.
+        """
+        incoming = {record.id: record for record in upserts}
+        leaving = [record_id for record_id in dict.fromkeys([*deletes, *incoming]) if record_id in self._records]
+        text_bytes = (
+            self._text_bytes
+            - sum(self._records[record_id].text_bytes for record_id in leaving)
+            + sum(map(_text_bytes, incoming.values()))
+        )
+        self._check_limit("text_bytes", text_bytes, self._max_text_bytes)
+        chunks = {record_id: chunk_text(record.body) or [_TITLE_ONLY_CHUNK] for record_id, record in incoming.items()}
+        chunk_count = (
+            len(self._rows)
+            - sum(len(self._records[record_id].rowids) for record_id in leaving)
+            + sum(map(len, chunks.values()))
+        )
+        self._check_limit("chunks", chunk_count, self._max_chunks)
+
+        rows: list[ChunkRow] = []  # every row of the incoming records
+        entries: list[LexicalEntry] = []  # the new rows, for FTS5
+        kept: list[ChunkRow] = []  # rows whose chunk survived an edit unchanged
+        records: dict[str, _Record] = {}
+        next_rowid = self._next_rowid
+        for record_id, record in incoming.items():
+            title = analyze_text(record.title)
+            meta_terms = [term for text in (record.source or "", *record.tags) for term in analyze_text(text).terms]
+            unchanged = self._unchanged_chunks(record)
+            record_rows: list[ChunkRow] = []
+            for chunk in chunks[record_id]:
+                same_text = unchanged.get(chunk.chunk_hash)
+                if same_text:  # same text, title and metadata: the same terms; keep the row, move its offsets
+                    row = msgspec.structs.replace(
+                        same_text.pop(), revision=record.revision, kind=record.kind, chunk=chunk
+                    )
+                    kept.append(row)
+                else:
+                    row, entry = _new_row(next_rowid, record, chunk, title, meta_terms)
+                    entries.append(entry)
+                    next_rowid += 1
+                record_rows.append(row)
+            rows.extend(record_rows)
+            records[record_id] = _Record(
+                revision=record.revision,
+                kind=record.kind,
+                title=record.title,
+                source=record.source,
+                tags=list(record.tags),
+                rowids=tuple(row.rowid for row in record_rows),
+                text_bytes=_text_bytes(record),
+            )
+        kept_rowids = {row.rowid for row in kept}
+        old_rowids = [
+            rowid for record_id in leaving for rowid in self._records[record_id].rowids if rowid not in kept_rowids
+        ]
+        self._lexical.replace(
+            old_rowids,
+            entries,
+            [KeptChunk(rowid=row.rowid, kind=row.kind, byte_start=row.chunk.byte_start) for row in kept],
+        )
+
+        for record_id in leaving:
+            del self._records[record_id]
+        for rowid in old_rowids:
+            del self._rows[rowid]
+        self._records.update(records)
+        self._rows.update((row.rowid, row) for row in rows)
+        self._text_bytes = text_bytes
+        self._next_rowid = next_rowid
+
+    def search(
+        self, query: AnalyzedQuery, *, match_mode: MatchMode = "any", limit: int = 10, cards_only: bool = False
+    ) -> list[Hit]:
+        """The best ``limit`` chunks for ``query`` under ``match_mode``, best first (see ``rag.lexical``).
+
+        Equal scores rank by record id, then byte offset. An empty query (no terms) finds nothing.
+
+        Raises:
+            MemoriesError: ``limit_too_large`` over :data:`memories.limits.MAX_RESULTS`; ``invalid_argument`` below 1.
+        """
+        if limit > MAX_RESULTS:
+            raise MemoriesError(
+                "limit_too_large",
+                f"{limit} results were requested; at most {MAX_RESULTS} can be (R-17)",
+                {"max": MAX_RESULTS, "value": limit},
+            )
+        if limit < 1:
+            raise MemoriesError("invalid_argument", f"the result limit must be at least 1, not {limit}")
+        ranked = self._lexical.search(query, match_mode=match_mode, limit=limit, cards_only=cards_only)
+        return [Hit(row=self._rows[rowid], score=score) for rowid, score in ranked]
+
+    def filter_rowids(
+        self, query: AnalyzedQuery, *, match_mode: Literal["all", "phrase"], cards_only: bool = False
+    ) -> set[int]:
+        """Row ids of every chunk a strict match mode admits, for filtering vector candidates (R-14)."""
+        return self._lexical.filter_rowids(query, match_mode=match_mode, cards_only=cards_only)
+
+    def rows(self) -> Iterator[ChunkRow]:
+        """Every chunk row, in row id order."""
+        return iter(self._rows.values())
+
+    def row(self, rowid: int) -> ChunkRow:
+        """The chunk row with this row id; ``KeyError`` if it is not (or no longer) in the index."""
+        return self._rows[rowid]
+
+    def stats(self) -> IndexStats:
+        """How much the cache holds."""
+        return IndexStats(records=len(self._records), chunks=len(self._rows), text_bytes=self._text_bytes)
+
+    def _unchanged_chunks(self, record: IndexRecord) -> dict[str, list[ChunkRow]]:
+        """Chunk hash → current rows of the cached version of ``record``, if its title and metadata are unchanged.
+
+        An edit usually leaves most chunks of a record as they were; those keep their rows and their analysis.
+        """
+        cached = self._records.get(record.id)
+        if cached is None or (cached.title, cached.source, cached.tags) != (record.title, record.source, record.tags):
+            return {}
+        unchanged: dict[str, list[ChunkRow]] = {}
+        for rowid in cached.rowids:
+            row = self._rows[rowid]
+            unchanged.setdefault(row.chunk.chunk_hash, []).append(row)
+        return unchanged
+
+    def _check_limit(self, limit: Literal["text_bytes", "chunks"], value: int, maximum: int) -> None:
+        if value > maximum:
+            what = "chunks" if limit == "chunks" else "bytes of text and metadata"
+            raise MemoriesError(
+                "vault_too_large",
+                f"vault {self.vault_id} would hold {value:,} {what}; a cached vault holds at most {maximum:,} (R-21)",
+                {"vault": self.vault_id, "limit": limit, "max": maximum, "value": value},
+            )
+
+
+def _text_bytes(record: IndexRecord) -> int:
+    """UTF-8 bytes a record counts against :data:`MAX_TEXT_BYTES`: body, title, source path and tags."""
+    texts = (record.body, record.title, record.source or "", *record.tags)
+    return sum(len(text.encode()) for text in texts)
+
+
+def _new_row(
+    rowid: int, record: IndexRecord, chunk: Chunk, title: AnalyzedText, meta_terms: list[str]
+) -> tuple[ChunkRow, LexicalEntry]:
+    """Analyze a new chunk: its row for results and its entry for the lexical index."""
+    body = analyze_text(chunk.text)
+    row = ChunkRow(
+        rowid=rowid,
+        record_id=record.id,
+        revision=record.revision,
+        kind=record.kind,
+        title=record.title,
+        source=record.source,
+        chunk=chunk,
+        phrase_key=body.phrase_key,
+        terms=frozenset((*title.terms, *body.terms, *meta_terms)),
+    )
+    entry = LexicalEntry(
+        rowid=rowid,
+        record_id=record.id,
+        kind=record.kind,
+        byte_start=chunk.byte_start,
+        title_terms=title.terms,
+        body_terms=body.terms,
+        meta_terms=meta_terms,
+        phrase_key=body.phrase_key,
+        title_key=title.phrase_key,
+    )
+    return row, entry

@@ -1,0 +1,246 @@
+"""Lexical retrieval benchmark, in process: chunking, analysis, index build and update, BM25 search latency.
+
+Run from the repository root::
+
+    .venv/bin/python ops/bench/lexical.py            # a table
+    .venv/bin/python ops/bench/lexical.py --json     # the same figures as JSON
+
+Targets (issue 3; benchmarks, not tests): BM25 search p50 <= 5 ms on a 10,000-chunk vault, an edited record
+searchable within 50 ms, analysis of Chinese notes >= 1 MiB/s. Each figure comes from one function that returns
+:class:`Measurement` rows, so daemon and CLI figures can be added beside these.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import msgspec
+
+from memories.protocol import IndexRecord
+from memories.rag.analysis import analyze_query, analyze_text
+from memories.rag.chunking import chunk_text
+from memories.rag.vault_index import MAX_CHUNKS, VaultIndex
+
+REPO = Path(__file__).resolve().parents[2]
+CORPUS = REPO / "tests" / "corpus"
+MIB = 1024 * 1024
+_HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+
+
+class Measurement(msgspec.Struct, frozen=True):
+    """One figure of the table: what was measured, its value and unit, and how (sizes, counts, target)."""
+
+    name: str
+    value: float
+    unit: str
+    detail: str = ""
+
+
+def load_corpus(root: Path = CORPUS) -> list[IndexRecord]:
+    """The notes of ``MANIFEST.tsv`` as cards: title = first Markdown heading, else the file name; source = path."""
+    records = []
+    for line in (root / "MANIFEST.tsv").read_text(encoding="utf-8").splitlines()[1:]:
+        path = line.split("\t")[0]
+        body = (root / path).read_text(encoding="utf-8-sig")
+        heading = _HEADING.search(body)
+        title = heading.group(1) if heading else Path(path).stem
+        records.append(IndexRecord(id=path, revision=1, kind="card", title=title, body=body, source=path))
+    return records
+
+
+def load_queries(root: Path = CORPUS) -> list[str]:
+    """The query column of the table in ``queries.md``."""
+    queries = []
+    for line in (root / "queries.md").read_text(encoding="utf-8").splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) >= 3 and re.fullmatch(r"[A-Z]\d+", cells[0]):
+            queries.append(cells[1])
+    return queries
+
+
+def measure_chunking(
+    records: list[IndexRecord], sizes_kib: tuple[int, ...] = (64, 256, 1024, 4096)
+) -> list[Measurement]:
+    """Chunking time of texts of growing size cut from the corpus; equal µs per KiB means linear time."""
+    sample = "\n\n".join(record.body for record in records)
+    results = []
+    for size in sizes_kib:
+        text = _repeat_to_bytes(sample, size * 1024)
+        for label, body in (("corpus text", text), ("no boundaries", "测" * (len(text.encode()) // 3))):
+            seconds = _best_of(3, lambda body=body: chunk_text(body))
+            results.append(
+                Measurement(
+                    f"chunk {size:>5} KiB ({label})",
+                    seconds * 1e6 / size,
+                    "µs/KiB",
+                    f"{seconds * 1000:.1f} ms, {len(chunk_text(body))} chunks",
+                )
+            )
+    return results
+
+
+def measure_ingest(records: list[IndexRecord]) -> list[Measurement]:
+    """Analysis of chunks alone, and a whole index build (chunk + analyze + FTS5 insert), on the corpus."""
+    results = []
+    chinese = [record for record in records if _is_chinese(record.body)]
+    for label, subset in (("Chinese notes", chinese), ("all notes", records)):
+        size = sum(len(record.body.encode()) for record in subset) / MIB
+        chunks = [chunk for record in subset for chunk in chunk_text(record.body)]
+        seconds = _timed(lambda chunks=chunks: [analyze_text(chunk.text) for chunk in chunks])
+        results.append(
+            Measurement(f"analysis, {label}", size / seconds, "MiB/s", f"{size:.2f} MiB, {len(chunks)} chunks")
+        )
+        index = VaultIndex("bench")
+        seconds = _timed(lambda subset=subset, index=index: index.apply(subset, []))
+        chunk_count = index.stats().chunks
+        results.append(
+            Measurement(
+                f"ingest into index, {label}", size / seconds, "MiB/s", f"{chunk_count / seconds:,.0f} chunks/s"
+            )
+        )
+    return results
+
+
+def build_large_vault(
+    records: list[IndexRecord], target_chunks: int = MAX_CHUNKS
+) -> tuple[VaultIndex, list[IndexRecord], float]:
+    """A vault of copies of the corpus (distinct ids) holding as many chunks as fit under ``target_chunks``.
+
+    Returns the index, the records in it and the seconds its single full build took.
+    """
+    chunk_counts = {record.id: max(1, len(chunk_text(record.body))) for record in records}
+    copies: list[IndexRecord] = []
+    total = 0
+    for copy, record in _cycle_copies(records):
+        if total + chunk_counts[record.id] > target_chunks:
+            break
+        copies.append(msgspec.structs.replace(record, id=f"copy{copy}/{record.id}"))
+        total += chunk_counts[record.id]
+    index = VaultIndex("bench")
+    seconds = _timed(lambda: index.apply(copies, []))
+    return index, copies, seconds
+
+
+def measure_build(records: list[IndexRecord]) -> tuple[VaultIndex, list[IndexRecord], list[Measurement]]:
+    """Full build of a vault of about 10,000 chunks; returns the index and its records for the later figures."""
+    index, copies, seconds = build_large_vault(records)
+    stats = index.stats()
+    detail = f"{stats.records} records, {stats.chunks} chunks, {stats.text_bytes / MIB:.1f} MiB"
+    return index, copies, [Measurement("full build, ~10,000-chunk vault", seconds, "s", detail)]
+
+
+def measure_update(index: VaultIndex, records: list[IndexRecord], rounds: int = 10) -> list[Measurement]:
+    """Edit one record of a built vault and search for a new word in it: median time from edit to found."""
+    by_size = sorted(records, key=lambda record: len(record.body))
+    results = []
+    for label, record in (("median-size record", by_size[len(by_size) // 2]), ("largest record", by_size[-1])):
+        timings = []
+        for round_number in range(rounds):
+            word = f"benchedit{len(results)}x{round_number}"  # unique to this record and round
+            revision = record.revision + round_number + 1
+            edited = msgspec.structs.replace(record, revision=revision, body=f"{record.body}\n\n{word}")
+            query = analyze_query(word)
+            started = time.perf_counter()
+            index.apply([edited], [])
+            found = index.search(query, limit=1)
+            timings.append(time.perf_counter() - started)
+            if not found or found[0].row.record_id != record.id:
+                raise RuntimeError(f"the edited record {record.id} was not found by {word!r}")
+        detail = f"{len(record.body.encode()) / 1024:.0f} KiB body, target 50 ms"
+        results.append(Measurement(f"edit -> searchable, {label}", statistics.median(timings) * 1000, "ms", detail))
+    return results
+
+
+def measure_search(index: VaultIndex, queries: list[str], rounds: int = 20) -> list[Measurement]:
+    """Latency of analyze_query + BM25 search (limit 10) over the corpus queries, for each match mode."""
+    results = []
+    stats = index.stats()
+    for match_mode in ("any", "all", "phrase"):
+        timings = []
+        for _ in range(rounds):
+            for query in queries:
+                started = time.perf_counter()
+                index.search(analyze_query(query), match_mode=match_mode, limit=10)
+                timings.append(time.perf_counter() - started)
+        timings.sort()
+        p50, p95 = timings[len(timings) // 2], timings[int(len(timings) * 0.95)]
+        detail = f"{stats.chunks} chunks, {len(queries)} queries x {rounds}"
+        results.append(Measurement(f"BM25 search p50, {match_mode}", p50 * 1000, "ms", f"{detail}, target 5 ms"))
+        results.append(Measurement(f"BM25 search p95, {match_mode}", p95 * 1000, "ms", detail))
+    return results
+
+
+def run(corpus: Path, rounds: int) -> Iterator[Measurement]:
+    """Every in-process figure, in table order."""
+    records = load_corpus(corpus)
+    yield from measure_chunking(records)
+    yield from measure_ingest(records)
+    index, vault_records, build = measure_build(records)
+    yield from build
+    yield from measure_search(index, load_queries(corpus), rounds=rounds)
+    yield from measure_update(index, vault_records, rounds=rounds)
+
+
+def print_table(measurements: list[Measurement]) -> None:
+    """A plain text table: name, value with unit, detail."""
+    width = max(len(measurement.name) for measurement in measurements)
+    for measurement in measurements:
+        value = f"{measurement.value:10.2f} {measurement.unit}"
+        print(f"{measurement.name:<{width}}  {value:<16}  {measurement.detail}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line entry point; returns the exit status."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", type=Path, default=CORPUS, help="folder with MANIFEST.tsv and queries.md")
+    parser.add_argument("--rounds", type=int, default=20, help="repetitions of the search and update figures")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    arguments = parser.parse_args(argv)
+    measurements = []
+    for measurement in run(arguments.corpus, arguments.rounds):
+        measurements.append(measurement)
+        if not arguments.json:
+            print(f"  … {measurement.name}", file=sys.stderr)
+    if arguments.json:
+        print(json.dumps([msgspec.to_builtins(measurement) for measurement in measurements], ensure_ascii=False))
+    else:
+        print_table(measurements)
+    return 0
+
+
+def _cycle_copies(records: list[IndexRecord]) -> Iterator[tuple[int, IndexRecord]]:
+    copy = 0
+    while True:
+        for record in records:
+            yield copy, record
+        copy += 1
+
+
+def _repeat_to_bytes(text: str, size: int) -> str:
+    encoded = text.encode()
+    return (encoded * (size // len(encoded) + 1))[:size].decode(errors="ignore")
+
+
+def _is_chinese(text: str) -> bool:
+    return len(re.findall(r"[\u4e00-\u9fff]", text)) > len(text) // 5
+
+
+def _timed(action: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    action()
+    return time.perf_counter() - started
+
+
+def _best_of(times: int, action: Callable[[], object]) -> float:
+    return min(_timed(action) for _ in range(times))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
