@@ -34,6 +34,7 @@ from memories.testing import load_hooks
 
 Handler = Callable[[Any, "Context"], Any]
 
+
 class Context:
     """What a handler may do besides returning: report progress and notice cancellation."""
 

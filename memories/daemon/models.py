@@ -3,7 +3,7 @@
 The folder is ``[rag] local_model_dir`` when set (used as found: it need not match the pinned hashes, but it
 must pass the load checks, and its file digests go into the vector space key), else
 ``<home>/models/embeddinggemma`` (installed by ``rag model-install`` from the pinned manifest). The model loads in
-``workers.embedding`` on first use and again after that worker restarts. When the files on disk change after they
+``workers.embedding`` on first use and again whenever that worker was restarted (crash, lock) since. When the files on disk change after they
 were loaded, every reply says a restart is needed (R-24).
 """
 
@@ -79,7 +79,7 @@ class Models:
         return p.ModelState(
             installed=installed,
             verified=installed and await self._verified(),
-            space_key=self._loaded.space_key if self._loaded and self._loaded_pid == self._worker.pid else None,
+            space_key=self._loaded.space_key if self._loaded else None,
             path=str(self.path),
         )
 
@@ -157,8 +157,3 @@ class Models:
         if self._fingerprint is None or self._fingerprint == self._fingerprint_now():
             return []
         return [f"the model files in {self.path} changed since they were loaded; restart the daemon to use them"]
-
-    def forget(self) -> None:
-        """The embedding worker is being restarted (lock): load again on next use."""
-        self._loaded = None
-        self._loaded_pid = None

@@ -146,7 +146,6 @@ class Daemon:
         for worker in self.workers.values():
             if worker.holds_plaintext:
                 worker.kill()
-        self.models.forget()
 
     def content_changed(self, vault: VaultRow) -> None:
         """A vault's content or policy changed: its caches are stale from now on (R-19)."""

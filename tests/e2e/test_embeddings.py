@@ -1,0 +1,215 @@
+"""Issue 4 end to end: model install, the embedding worker, vector and hybrid search, budgets and reuse.
+
+The daemon runs the real install, load and inference code on the tiny generated model (``ops/make_tiny_model.py``),
+which replaces the pinned manifest through the test hooks.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from fractions import Fraction
+
+import pytest
+
+from tests.fixtures.daemon import PASSPHRASE, HomeDir, initialize, memories_executable, with_hooks
+from tests.fixtures.tiny_model import TinyModel
+
+NOTES = {
+    "ownership": "Rust ownership rules: each value has an owner; the value is dropped when the owner leaves scope.",
+    "borrowing": "References borrow a value without taking ownership; the borrow checker enforces the rules.",
+    "threads": "Spawn threads with thread::spawn and wait for them with join on the JoinHandle.",
+    "git": "Split a subdirectory with git subtree and push changes back to the other repository.",
+    "sql": "Transaction isolation levels: read committed, repeatable read, serializable; phantom reads.",
+    "ssh": "SSH port forwarding: local, remote and dynamic forwarding with ssh -D for a SOCKS proxy.",
+}
+RAG = "[rag]\nlocal_threads = 1\nembed_batch_size = 2\n"
+
+
+def _model_home(home: HomeDir, tiny: TinyModel, *, extra_config: str = "", **hooks: object) -> HomeDir:
+    home.config.write_text(home.config.read_text() + RAG + extra_config)
+    with_hooks(home, model_manifest=str(tiny.manifest_path), **hooks)
+    initialize(home)
+    installed = home.ok("rag", "model-install", "--from", str(tiny.model_dir))
+    assert {f["status"] for f in installed["files"]} == {"copied"}
+    return home
+
+
+def _add_notes(home: HomeDir) -> dict[str, str]:
+    return {
+        name: home.ok("memory", "add", "notes", "--kind", "card", "--title", name, "--body", body)["id"]
+        for name, body in NOTES.items()
+    }
+
+
+def _titles(result: dict) -> list[str]:
+    return [hit["title"] for hit in result["results"]]
+
+
+def test_without_a_model_vector_modes_say_how_to_install(vault: HomeDir) -> None:
+    _add_notes(vault)
+    for mode in ("vector", "hybrid"):
+        error = vault.fails("model_not_installed", "rag", "search", "notes", "ownership", "--mode", mode)
+        assert "memories rag model-install" in error["message"]
+    vault.fails("model_not_installed", "rag", "index", "notes")
+    result = vault.ok("rag", "search", "notes", "ownership")
+    assert result["mode"] == "bm25" and _titles(result)[0] == "ownership"
+    status = vault.ok("rag", "status", "notes")
+    assert status["model"]["installed"] is False and status["model"]["space_key"] is None
+
+
+def test_install_from_a_folder_then_index_and_search(home: HomeDir, tiny_model: TinyModel) -> None:
+    _model_home(home, tiny_model)
+    model_dir = home.path / "models" / "embeddinggemma"
+    notice = (model_dir / "NOTICE").read_text()
+    assert "https://ai.google.dev/gemma/terms" in notice and "prohibited_use_policy" in notice
+    assert (model_dir / "MODEL_CARD.md").exists()
+    assert not (model_dir / "onnx" / "model_q4.onnx_data").is_symlink()
+    again = home.ok("rag", "model-install", "--from", str(tiny_model.model_dir))
+    assert {f["status"] for f in again["files"]} == {"reused"}
+
+    ids = _add_notes(home)
+    status = home.ok("rag", "status", "notes")
+    assert status["model"]["installed"] and status["model"]["verified"]
+    report = home.ok("rag", "index", "notes")
+    assert report == {"embedded_now": len(NOTES), "reused": 0, "missing": 0}
+    assert home.ok("rag", "index", "notes") == {"embedded_now": 0, "reused": len(NOTES), "missing": 0}
+    status = home.ok("rag", "status", "notes")
+    assert (status["embedded"], status["missing"], status["vector_bytes"]) == (len(NOTES), 0, len(NOTES) * 768 * 4)
+    assert status["model"]["space_key"].startswith("local-onnx:")
+
+    default = home.ok("rag", "search", "notes", "ownership rules")
+    assert default["mode"] == "hybrid"
+    vector = home.ok("rag", "search", "notes", "ownership rules", "--mode", "vector", "--no-rerank")
+    scores = [hit["score"] for hit in vector["results"]]
+    assert scores == sorted(scores, reverse=True) and all(-1 <= s <= 1 for s in scores)
+    assert {hit["asset_id"] for hit in vector["results"]} <= set(ids.values())
+    assert [hit["label"] for hit in vector["results"]] == [f"S{n}" for n in range(1, len(scores) + 1)]
+
+
+def test_hybrid_is_reciprocal_rank_fusion_of_the_two_rankings(home: HomeDir, tiny_model: TinyModel) -> None:
+    _model_home(home, tiny_model)
+    _add_notes(home)
+    query = "rules of ownership and borrowing"
+    args = ("rag", "search", "notes", query, "--no-rerank", "--limit", "100")
+    lexical = [h["chunk_hash"] for h in home.ok(*args, "--mode", "bm25")["results"]]
+    semantic = [h["chunk_hash"] for h in home.ok(*args, "--mode", "vector")["results"]]
+    hybrid = home.ok(*args, "--mode", "hybrid")["results"]
+    assert lexical and semantic
+    expected = {}
+    for ranking in (lexical, semantic):
+        for rank, chunk in enumerate(ranking, 1):
+            expected[chunk] = expected.get(chunk, Fraction(0)) + Fraction(1, 60 + rank)
+    assert {h["chunk_hash"]: h["score"] for h in hybrid} == pytest.approx({k: float(v) for k, v in expected.items()})
+    assert [h["score"] for h in hybrid] == sorted((float(v) for v in expected.values()), reverse=True)
+    if lexical[0] == semantic[0]:
+        assert hybrid[0]["score"] == pytest.approx(2 / 61)
+
+    # One ranking empty (no chunk holds the term): hybrid keeps the vector order, scores 1/(60 + rank).
+    only_vector = [
+        h["chunk_hash"]
+        for h in home.ok("rag", "search", "notes", "zyxwvut", "--mode", "vector", "--no-rerank")["results"]
+    ]
+    fused = home.ok("rag", "search", "notes", "zyxwvut", "--mode", "hybrid", "--no-rerank")["results"]
+    assert home.ok("rag", "search", "notes", "zyxwvut", "--mode", "bm25")["results"] == []
+    assert [h["chunk_hash"] for h in fused] == only_vector
+    assert [h["score"] for h in fused] == pytest.approx([1 / (60 + r) for r in range(1, len(fused) + 1)])
+
+
+def test_strict_match_modes_filter_vector_candidates(home: HomeDir, tiny_model: TinyModel) -> None:
+    _model_home(home, tiny_model)
+    _add_notes(home)
+    for mode in ("vector", "hybrid"):
+        strict = home.ok("rag", "search", "notes", "owner dropped", "--mode", mode, "--match-mode", "all")
+        assert _titles(strict) == ["ownership"], strict
+        both = home.ok("rag", "search", "notes", "ownership rules", "--mode", mode, "--match-mode", "all")
+        assert set(_titles(both)) == {"ownership", "borrowing"}
+        phrase = home.ok("rag", "search", "notes", "git subtree", "--mode", mode, "--match-mode", "phrase")
+        assert _titles(phrase) == ["git"]
+        loose = home.ok("rag", "search", "notes", "ownership rules", "--mode", mode)
+        assert len(loose["results"]) > 1
+
+
+def test_budget_cut_then_retry_embeds_only_the_rest(home: HomeDir, tiny_model: TinyModel) -> None:
+    _model_home(home, tiny_model, cut_after_batches=1)
+    ids = _add_notes(home)
+    first = home.fails("budget_exceeded", "rag", "index", "notes")
+    assert first["details"] == {"embedded_now": 2, "reused": 0, "missing": len(NOTES) - 2}
+    done, rounds = 2, 1
+    while True:
+        result = home.run("rag", "index", "notes")
+        rounds += 1
+        if result.code == 0:
+            assert result.doc == {"embedded_now": 0, "reused": len(NOTES), "missing": 0} or result.doc["missing"] == 0
+            done += result.doc["embedded_now"]
+            break
+        details = result.doc["error"]["details"]
+        assert details["reused"] == done  # the batches of earlier runs are reused, never embedded again
+        done += details["embedded_now"]
+    assert done == len(NOTES) and rounds <= len(NOTES)
+
+    # Editing one record re-embeds only its changed chunk.
+    home.ok("memory", "update", "notes", ids["git"], "--body", "Git subtree merges another repository into a folder.")
+    assert home.ok("rag", "index", "notes") == {"embedded_now": 1, "reused": len(NOTES) - 1, "missing": 0}
+
+    # Lock forgets every vector; status works while locked and says so.
+    home.ok("lock")
+    status = home.ok("rag", "status", "notes")
+    assert (status["locked"], status["cache"], status["embedded"], status["chunks"]) == (True, "cold", 0, 0)
+    home.ok("unlock", "--passphrase-stdin", stdin=PASSPHRASE + "\n")
+    home.fails("budget_exceeded", "rag", "index", "notes")  # everything has to be embedded again
+
+
+def test_background_index_finishes_a_vault_that_needs_several_budgets(home: HomeDir, tiny_model: TinyModel) -> None:
+    _model_home(home, tiny_model, cut_after_batches=1)
+    _add_notes(home)
+    job_id = home.ok("rag", "index", "notes", "--background")["job_id"]
+    job = home.wait_for(
+        lambda: next((j for j in home.ok("jobs")["jobs"] if j["id"] == job_id and j["state"] != "running"), None),
+        what="the background index job to finish",
+    )
+    assert (job["state"], job["error"], job["done"], job["total"]) == ("done", None, len(NOTES), len(NOTES))
+    status = home.ok("rag", "status", "notes")
+    assert (status["embedded"], status["missing"]) == (len(NOTES), 0)
+
+
+def test_killing_the_embedding_worker_fails_the_job_and_the_next_run_reuses(
+    home: HomeDir, tiny_model: TinyModel
+) -> None:
+    _model_home(home, tiny_model, step_delay_seconds={"EmbedBatch": 0.5})
+    _add_notes(home)
+    index = subprocess.Popen(
+        [memories_executable(), "rag", "index", "notes", "--json"],
+        env={**os.environ, "MEMORIES_HOME": str(home.path), **home.env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    home.wait_for(
+        lambda: any(
+            j["kind"] == "index" and j["state"] == "running" and j["done"] >= 2 for j in home.ok("jobs")["jobs"]
+        ),
+        what="two chunks embedded",
+    )
+    os.kill(home.worker_pid("embedding"), signal.SIGKILL)
+    out, _ = index.communicate(timeout=60)
+    assert index.returncode == 1 and b'"code":"worker_crashed"' in out
+    stored = home.ok("rag", "status", "notes")["embedded"]
+    assert stored >= 2
+    report = home.ok("rag", "index", "notes")
+    assert report == {"embedded_now": len(NOTES) - stored, "reused": stored, "missing": 0}
+
+
+def test_a_broken_local_model_dir_is_model_invalid(home: HomeDir, tiny_model: TinyModel, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    broken = tmp_path / "broken-model"
+    broken.mkdir()
+    (broken / "onnx").mkdir()
+    (broken / "onnx" / "model_q4.onnx").write_bytes(b"not a graph")
+    (broken / "onnx" / "model_q4.onnx_data").write_bytes(b"")
+    (broken / "tokenizer.json").write_text("{}")
+    home.config.write_text(home.config.read_text() + f"[rag]\nlocal_model_dir = '{broken}'\n")
+    initialize(home)
+    home.ok("memory", "add", "notes", "--title", "t", "--body", "some text")
+    home.fails("model_invalid", "rag", "search", "notes", "text", "--mode", "vector")
+    result = home.ok("rag", "search", "notes", "text")  # the default falls back to bm25, with a warning
+    assert result["mode"] == "bm25" and any("does not load" in w for w in result["warnings"])
