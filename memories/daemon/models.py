@@ -2,9 +2,9 @@
 
 The folder is ``[rag] local_model_dir`` when set (used as found: it need not match the pinned hashes, but it
 must pass the load checks, and its file digests go into the vector space key), else
-``<home>/models/embeddinggemma`` (installed by ``rag model-install`` from the pinned manifest). The model loads in
-``workers.embedding`` on first use and again whenever that worker was restarted (crash, lock) since. When the files on disk change after they
-were loaded, every reply says a restart is needed (R-24).
+``<home>/models/embeddinggemma`` (installed by ``rag model-install`` from the pinned manifest). The model loads
+in ``workers.embedding`` on first use and again whenever that worker was restarted (crash, lock) since. When the
+files on disk change after they were loaded, every reply says a restart is needed (R-24).
 """
 
 from __future__ import annotations
