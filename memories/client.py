@@ -43,13 +43,13 @@ class Client:
         """
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            sock.connect(str(self.home.socket_path))
+            sock.connect(self.home.socket_path)
         except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError):
             sock.close()
             raise MemoriesError(
                 "daemon_not_running",
                 f"no daemon is running for the home {self.home.root}; start it with `memories daemon start`",
-                {"home": str(self.home.root)},
+                {"home": self.home.root},
             ) from None
         except OSError as exc:
             sock.close()
@@ -67,8 +67,8 @@ class Client:
         """
         envelope = p.Envelope(
             protocol=p.PROTOCOL_VERSION,
-            home=str(self.home.root),
-            config=str(self.home.config_path),
+            home=self.home.root,
+            config=self.home.config_path,
             request=request,
         )
         with self.connect() as sock:
@@ -97,5 +97,5 @@ def _gone(home: Home) -> MemoriesError:
     return MemoriesError(
         "daemon_not_running",
         f"the daemon of {home.root} closed the connection without an answer (it stopped or crashed; see its log)",
-        {"home": str(home.root)},
+        {"home": home.root},
     )

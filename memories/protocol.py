@@ -139,6 +139,8 @@ class RagSearch(_Message):
     limit: int = 10
     cards_only: bool = False
     no_rerank: bool = False
+    highlight: bool = False
+    """Compute ``highlights`` for each hit (the CLI asks for them for human output only; they cost ~0.2 ms a hit)."""
 
 
 class RagStatus(_Message):
@@ -325,10 +327,11 @@ class IngestReport(_Message):
     results: list[IngestResult]
 
 
-class SearchHit(msgspec.Struct):
+class SearchHit(msgspec.Struct, omit_defaults=True):
     """One chunk of ``rag search`` (R-10). Offsets are UTF-8 bytes into the record's body, half-open.
 
-    ``highlights`` are code point spans within ``text`` where query terms occur (for human output).
+    ``highlights`` (only when the request asked for them, else omitted) are code point spans within ``text``
+    where query terms occur, for human output.
     """
 
     label: str
@@ -506,6 +509,7 @@ class IndexQuery(_Message):
     limit: int
     cards_only: bool
     no_rerank: bool
+    highlight: bool = False
     space_key: str | None = None
     query_vector: bytes | None = None
 

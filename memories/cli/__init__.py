@@ -1,14 +1,49 @@
-"""The ``memories`` command line: a thin client of the daemon (imports click, msgspec and the protocol only)."""
+"""The ``memories`` command line: a thin client of the daemon.
+
+Start-up cost matters (every search is a new process), so the root group loads a subcommand's module only when
+that subcommand runs (click's documented lazy-loading pattern), and nothing on this path imports more than click,
+msgspec and the protocol.
+"""
 
 from __future__ import annotations
+
+import importlib
+from typing import Any
 
 import click
 
 from memories import __version__
 from memories.cli.output import common_options
 
+COMMANDS = {
+    "daemon": "memories.cli.daemon:daemon",
+    "init": "memories.cli.keys:init",
+    "unlock": "memories.cli.keys:unlock",
+    "lock": "memories.cli.keys:lock",
+    "vault": "memories.cli.vault:vault",
+    "memory": "memories.cli.memory:memory",
+    "rag": "memories.cli.rag:rag",
+    "jobs": "memories.cli.jobs:jobs",
+}
+"""Subcommand name -> ``module:attribute`` of its click command."""
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported from :data:`COMMANDS` on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        target = COMMANDS.get(name)
+        if target is None:
+            return None
+        module, attribute = target.split(":")
+        command: Any = getattr(importlib.import_module(module), attribute)
+        return command
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="memories")
 @common_options
 def cli(json_mode: bool, home: str | None, config: str | None) -> None:
@@ -17,6 +52,4 @@ def cli(json_mode: bool, home: str | None, config: str | None) -> None:
 
 def main() -> None:
     """Console-script entry point."""
-    from memories.cli import daemon, jobs, keys, memory, rag, vault  # noqa: F401  (they register commands)
-
     cli(prog_name="memories")

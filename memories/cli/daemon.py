@@ -5,11 +5,10 @@ from __future__ import annotations
 import click
 
 from memories import protocol as p
-from memories.cli import cli
 from memories.cli.output import Session, command, table, to_document
 
 
-@cli.group()
+@click.group()
 def daemon() -> None:
     """Run and inspect the daemon of a home."""
 

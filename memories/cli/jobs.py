@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 from memories import protocol as p
-from memories.cli import cli
 from memories.cli.output import Session, command, common_options, table
 
 
@@ -19,7 +18,7 @@ def _show_jobs(document: dict) -> None:
     table(rows, ["id", "kind", "vault", "state", "progress", "error"])
 
 
-@cli.group(invoke_without_command=True)
+@click.group(invoke_without_command=True)
 @common_options
 @click.pass_context
 def jobs(ctx: click.Context, json_mode: bool, home: str | None, config: str | None) -> None:

@@ -7,7 +7,6 @@ import sys
 import click
 
 from memories import protocol as p
-from memories.cli import cli
 from memories.cli.output import Session, command
 from memories.errors import MemoriesError
 
@@ -38,7 +37,7 @@ def _state(document: dict) -> None:
     click.echo("locked" if document.get("locked") else "unlocked")
 
 
-@command(cli)
+@command(None)
 @click.option("--passphrase-stdin", is_flag=True, help=_STDIN_HELP)
 def init(session: Session, passphrase_stdin: bool) -> None:
     """Create the key hierarchy of this home from a passphrase (the daemon must be running)."""
@@ -46,7 +45,7 @@ def init(session: Session, passphrase_stdin: bool) -> None:
     session.emit(*session.call(p.Init(passphrase=passphrase)), _state)
 
 
-@command(cli)
+@command(None)
 @click.option("--passphrase-stdin", is_flag=True, help=_STDIN_HELP)
 def unlock(session: Session, passphrase_stdin: bool) -> None:
     """Unlock the home in the running daemon."""
@@ -54,7 +53,7 @@ def unlock(session: Session, passphrase_stdin: bool) -> None:
     session.emit(*session.call(p.Unlock(passphrase=passphrase)), _state)
 
 
-@command(cli)
+@command(None)
 def lock(session: Session) -> None:
     """Drop every key and cancel every vault job; workers that saw plaintext are restarted."""
     session.emit(*session.call(p.Lock()), _state)

@@ -13,7 +13,6 @@ from typing import BinaryIO
 import click
 
 from memories import protocol as p
-from memories.cli import cli
 from memories.cli.output import Session, command, one_line, table
 from memories.errors import MemoriesError
 from memories.limits import MAX_BODY_BYTES
@@ -22,7 +21,7 @@ KINDS = ["memory", "card", "credential", "file"]
 SENSITIVITIES = ["general", "private"]
 
 
-@cli.group()
+@click.group()
 def memory() -> None:
     """Store, read, revise, delete and search records."""
 

@@ -193,14 +193,14 @@ def _from_context(name: str) -> Any:
     return None
 
 
-def command(group: click.Group, name: str | None = None, **settings: Any) -> Callable[[Callable[..., Any]], Any]:
-    """Register a leaf command that takes the common options and reports errors uniformly.
-
-    The decorated function receives a :class:`Session` first; it may return an exit status (default 0).
+def command(group: click.Group | None, name: str | None = None, **settings: Any) -> Callable[[Callable[..., Any]], Any]:
+    """A leaf command (of ``group``, or standalone for the root's lazy loader) that takes the common options and
+    reports errors uniformly. The decorated function receives a :class:`Session` first; it may return an exit
+    status (default 0).
     """
 
     def decorate(fn: Callable[..., Any]) -> Any:
-        @group.command(name, **settings)
+        @(group.command(name, **settings) if group is not None else click.command(name, **settings))
         @common_options
         @functools.wraps(fn)
         def wrapper(json_mode: bool, home: str | None, config: str | None, **kwargs: Any) -> None:

@@ -8,13 +8,12 @@ import os
 import click
 
 from memories import protocol as p
-from memories.cli import cli
 from memories.cli.output import Session, command, one_line
 from memories.errors import EXIT_ERROR, EXIT_PARTIAL
 from memories.limits import MAX_RESULTS
 
 
-@cli.group()
+@click.group()
 def rag() -> None:
     """Import notes as knowledge cards and search them (BM25, vector, hybrid)."""
 
@@ -119,6 +118,7 @@ def search(
         limit=limit,
         cards_only=cards_only,
         no_rerank=no_rerank,
+        highlight=not session.json,
     )
 
     def human(document: dict) -> None:
@@ -127,7 +127,7 @@ def search(
         for hit in document["results"]:
             where = hit["source"] or hit["asset_id"]
             click.echo(f"[{hit['label']}] {hit['score']:.4f}  {one_line(hit['title'], 70)}  ({where})")
-            click.echo(f"     {_snippet(hit['text'], hit['highlights'])}")
+            click.echo(f"     {_snippet(hit['text'], hit.get('highlights', []))}")
 
     session.emit(*session.call(request, progress=True), human)
 

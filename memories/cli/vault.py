@@ -7,11 +7,10 @@ import datetime
 import click
 
 from memories import protocol as p
-from memories.cli import cli
 from memories.cli.output import Session, command, table
 
 
-@cli.group()
+@click.group()
 def vault() -> None:
     """Create and inspect vaults."""
 

@@ -11,6 +11,7 @@ import fcntl
 import logging
 import os
 import sys
+from pathlib import Path
 
 import msgspec
 import trio
@@ -41,7 +42,7 @@ def run_daemon(home: Home) -> None:
         level=logging.INFO,
         format="%(asctime)s daemon[%(process)d] %(name)s %(levelname)s %(message)s",
     )
-    config = load_config(home.config_path)
+    config = load_config(Path(home.config_path))
     try:
         hooks = load_hooks()
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:

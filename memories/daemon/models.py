@@ -39,7 +39,7 @@ class Models:
         )
         rag = daemon.config.rag
         self.user_supplied = rag.local_model_dir is not None
-        self.path = Path(rag.local_model_dir) if rag.local_model_dir else daemon.home.models_dir / "embeddinggemma"
+        self.path = Path(rag.local_model_dir) if rag.local_model_dir else Path(daemon.home.models_dir, "embeddinggemma")
         self._loaded: p.ModelLoaded | None = None
         self._loaded_pid: int | None = None
         self._fingerprint: _Fingerprint | None = None

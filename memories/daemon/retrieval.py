@@ -82,6 +82,7 @@ class Retrieval:
                 limit=request.limit,
                 cards_only=request.cards_only,
                 no_rerank=request.no_rerank,
+                highlight=request.highlight,
                 space_key=space_key,
                 query_vector=vector,
             )

@@ -13,6 +13,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 import trio
@@ -49,10 +50,10 @@ class Daemon:
         self.home = home
         self.config = config
         self.hooks = hooks
-        self.config_digest = config_digest(home.config_path)
+        self.config_digest = config_digest(Path(home.config_path))
         self.started = time.time()
         self.dropped_replies = 0
-        self.store = Store(home.db_path)
+        self.store = Store(Path(home.db_path))
         self.keyring = Keyring(self.store)
         self.vaults = Vaults(self.store, self.keyring)
         self.epochs = Epochs()
@@ -73,7 +74,7 @@ class Daemon:
 
     async def serve(self) -> None:
         """Run until ``daemon stop``, SIGTERM or SIGINT."""
-        ensure_private_dir(self.home.socket_path.parent)
+        ensure_private_dir(os.path.dirname(self.home.socket_path))
         self._last_activity = trio.current_time()
         try:
             async with trio.open_nursery() as nursery:
@@ -82,7 +83,7 @@ class Daemon:
                     nursery.start_soon(worker.supervise)
                 nursery.start_soon(self._auto_lock)
                 nursery.start_soon(self._on_signals)
-                await nursery.start(serve_socket, self.home.socket_path, self._handle, self.warnings)
+                await nursery.start(serve_socket, Path(self.home.socket_path), self._handle, self.warnings)
                 log.info("daemon %s serving %s", os.getpid(), self.home.root)
         finally:
             for worker in self.workers.values():
@@ -109,7 +110,7 @@ class Daemon:
     def warnings(self) -> list[str]:
         """What every reply tells the client about the daemon itself (R-09, R-24)."""
         notes = []
-        if config_digest(self.home.config_path) != self.config_digest:
+        if config_digest(Path(self.home.config_path)) != self.config_digest:
             notes.append(
                 f"{self.home.config_path} changed since the daemon started; restart it to apply the change "
                 "(memories daemon stop && memories daemon start)"
@@ -176,19 +177,19 @@ class Daemon:
                 f"the client speaks protocol {envelope.protocol}, the daemon {p.PROTOCOL_VERSION}; restart it",
             )
         home = os.path.realpath(envelope.home)
-        if home != str(self.home.root):
+        if home != self.home.root:
             raise MemoriesError(
                 "home_mismatch",
                 f"the daemon serves the home {self.home.root}, not {home}",
-                {"daemon_home": str(self.home.root), "client_home": home},
+                {"daemon_home": self.home.root, "client_home": home},
             )
         config = os.path.realpath(envelope.config)
-        if config != str(self.home.config_path) and not isinstance(request, _ALWAYS_ALLOWED):
+        if config != self.home.config_path and not isinstance(request, _ALWAYS_ALLOWED):
             raise MemoriesError(
                 "home_mismatch",
                 f"the daemon of this home runs with the config {self.home.config_path}, not {config}; "
                 "restart it with that config or use the same --config",
-                {"daemon_config": str(self.home.config_path), "client_config": config},
+                {"daemon_config": self.home.config_path, "client_config": config},
             )
 
     async def _status(self, request: p.Status, conn: Connection) -> p.Result:
@@ -196,8 +197,8 @@ class Daemon:
         return p.DaemonStatus(
             pid=os.getpid(),
             uptime=round(time.time() - self.started, 3),
-            home=str(self.home.root),
-            config=str(self.home.config_path),
+            home=self.home.root,
+            config=self.home.config_path,
             config_digest=self.config_digest,
             restart_needed=bool(self.warnings()),
             initialized=await self.db(lambda: self.keyring.initialized),

@@ -121,7 +121,7 @@ class VaultCache:
             ranked = [(hit.row, hit.score) for hit in hits]
         else:
             ranked = self._semantic(query, request)
-        return [_hit(row, score, query) for row, score in ranked[: request.limit]]
+        return [_hit(row, score, query if request.highlight else None) for row, score in ranked[: request.limit]]
 
     def _semantic(self, query: AnalyzedQuery, request: p.IndexQuery) -> list[tuple[ChunkRow, float]]:
         assert request.space_key is not None and request.query_vector is not None
@@ -161,7 +161,7 @@ class VaultCache:
         return key
 
 
-def _hit(row: ChunkRow, score: float, query: AnalyzedQuery) -> p.SearchHit:
+def _hit(row: ChunkRow, score: float, highlight: AnalyzedQuery | None) -> p.SearchHit:
     chunk = row.chunk
     return p.SearchHit(
         label="",
@@ -175,5 +175,5 @@ def _hit(row: ChunkRow, score: float, query: AnalyzedQuery) -> p.SearchHit:
         kind=row.kind,
         source=row.source,
         text=chunk.text,
-        highlights=highlight_spans(chunk.text, query.terms),
+        highlights=highlight_spans(chunk.text, highlight.terms) if highlight else [],
     )

@@ -22,7 +22,6 @@ from typing import Literal
 import msgspec
 
 from memories.errors import MemoriesError
-from memories.limits import MAX_RESULTS
 from memories.protocol import IndexRecord, MatchMode
 from memories.rag.analysis import AnalyzedQuery, AnalyzedText, analyze_text
 from memories.rag.chunking import Chunk, chunk_text
@@ -199,14 +198,9 @@ class VaultIndex:
         Equal scores rank by record id, then byte offset. An empty query (no terms) finds nothing.
 
         Raises:
-            MemoriesError: ``limit_too_large`` over :data:`memories.limits.MAX_RESULTS`; ``invalid_argument`` below 1.
+            MemoriesError: ``invalid_argument`` below 1. (The R-17 cap of 100 results is checked where a request
+                enters the daemon; grouped memory search asks for more chunks than it returns records.)
         """
-        if limit > MAX_RESULTS:
-            raise MemoriesError(
-                "limit_too_large",
-                f"{limit} results were requested; at most {MAX_RESULTS} can be (R-17)",
-                {"max": MAX_RESULTS, "value": limit},
-            )
         if limit < 1:
             raise MemoriesError("invalid_argument", f"the result limit must be at least 1, not {limit}")
         ranked = self._lexical.search(query, match_mode=match_mode, limit=limit, cards_only=cards_only)
