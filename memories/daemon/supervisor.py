@@ -164,7 +164,8 @@ class Daemon:
     async def _handle(self, envelope: p.Envelope, conn: Connection) -> p.Result:
         request = envelope.request
         self._check_envelope(envelope, request)
-        self._last_activity = trio.current_time()
+        if not isinstance(request, p.Status):  # polling the status must not keep the home unlocked
+            self._last_activity = trio.current_time()
         handler = self._handlers.get(type(request))
         if handler is None:
             raise MemoriesError("protocol_error", f"unknown request {type(request).__name__}")

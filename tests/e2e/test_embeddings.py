@@ -213,3 +213,56 @@ def test_a_broken_local_model_dir_is_model_invalid(home: HomeDir, tiny_model: Ti
     home.fails("model_invalid", "rag", "search", "notes", "text", "--mode", "vector")
     result = home.ok("rag", "search", "notes", "text")  # the default falls back to bm25, with a warning
     assert result["mode"] == "bm25" and any("does not load" in w for w in result["warnings"])
+
+
+def _mirror_model(mirror, tiny: TinyModel) -> None:  # type: ignore[no-untyped-def]
+    mirror.add_files({file.path: (tiny.model_dir / file.path).read_bytes() for file in tiny.manifest.files})
+
+
+def test_model_install_from_a_loopback_https_mirror(
+    home: HomeDir, tiny_model: TinyModel, https_mirror, ca_bundle
+) -> None:  # type: ignore[no-untyped-def]
+    _mirror_model(https_mirror, tiny_model)
+    home.config.write_text(
+        home.config.read_text()
+        + f"[rag]\nmodel_download_base_url = '{https_mirror.base_url}'\n"
+        + f"[rag.http]\nca_bundle = '{ca_bundle}'\nbackoff_ms = 10\n"
+    )
+    with_hooks(home, model_manifest=str(tiny_model.manifest_path))
+    initialize(home)
+    first = home.run("rag", "model-install")
+    assert first.code == 0, first.stdout + first.stderr
+    assert {f["status"] for f in first.doc["files"]} == {"downloaded"}
+    assert '"unit":"bytes"' in first.stderr  # progress events as JSON lines on stderr
+    assert len(https_mirror.log) == len(tiny_model.manifest.files)
+    again = home.ok("rag", "model-install")
+    assert {f["status"] for f in again["files"]} == {"reused"}
+    assert len(https_mirror.log) == len(tiny_model.manifest.files)  # the second run downloaded nothing
+    home.ok("memory", "add", "notes", "--title", "t", "--body", "semantic search works")
+    assert home.ok("rag", "search", "notes", "semantic", "--mode", "vector")["results"]
+
+
+def test_model_install_through_a_socks5h_proxy(
+    home: HomeDir, tiny_model: TinyModel, https_mirror, socks_proxy, ca_bundle
+) -> None:  # type: ignore[no-untyped-def]
+    _mirror_model(https_mirror, tiny_model)
+    home.config.write_text(
+        home.config.read_text()
+        + f"[rag]\nmodel_download_base_url = '{https_mirror.url(host='mirror.test')}'\n"
+        + f"[rag.http]\nca_bundle = '{ca_bundle}'\nproxy_url = '{socks_proxy.url}'\n"
+    )
+    with_hooks(home, model_manifest=str(tiny_model.manifest_path))
+    initialize(home)
+    assert {f["status"] for f in home.ok("rag", "model-install")["files"]} == {"downloaded"}
+    assert socks_proxy.carried and all(c.host == "mirror.test" for c in socks_proxy.carried)
+
+
+def test_a_mismatched_model_file_is_left_untouched(home: HomeDir, tiny_model: TinyModel) -> None:
+    with_hooks(home, model_manifest=str(tiny_model.manifest_path))
+    initialize(home)
+    stray = home.path / "models" / "embeddinggemma" / "tokenizer.json"
+    stray.parent.mkdir(parents=True)
+    stray.write_text("my own tokenizer")
+    error = home.fails("model_file_mismatch", "rag", "model-install", "--from", str(tiny_model.model_dir))
+    assert "tokenizer.json" in error["message"]
+    assert stray.read_text() == "my own tokenizer"

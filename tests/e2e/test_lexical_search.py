@@ -269,6 +269,13 @@ def test_emoji_body_is_one_chunk_of_six_bytes(lab: Lab) -> None:
     assert [(h["asset_id"], h["byte_start"], h["byte_end"], h["text"]) for h in hits] == [(record_id, 0, 6, "A😀B")]
 
 
+def test_empty_body_is_found_by_its_title(lab: Lab) -> None:
+    record_id = lab.add("hollowtitleword only", "")
+    hits = lab.search("hollowtitleword")["results"]
+    assert [(h["asset_id"], h["byte_start"], h["byte_end"], h["text"]) for h in hits] == [(record_id, 0, 0, "")]
+    assert lab.memory_found("hollowtitleword") == [record_id]
+
+
 # -- acceptance 4: width, case and script folding ----------------------------------------------------------------
 
 

@@ -411,3 +411,18 @@ def test_long_home_path_uses_a_short_socket(tmp_path: Path) -> None:
 def test_empty_passphrase_is_refused(home: HomeDir, stdin: str) -> None:
     home.start()
     home.fails("invalid_passphrase", "init", "--passphrase-stdin", stdin=stdin)
+
+
+def test_idle_auto_lock(home: HomeDir) -> None:
+    home.config.write_text(home.config.read_text() + "[daemon]\nauto_lock_minutes = 0.02\n")  # 1.2 s idle
+    vault = initialize(home)
+    vault.wait_for(lambda: vault.run("daemon", "status").doc["locked"], what="the idle auto-lock")
+    vault.fails("vault_locked", "memory", "list", "notes")
+
+
+def test_a_second_daemon_for_the_same_home_is_refused(vault: HomeDir) -> None:
+    pid = vault.status()["pid"]
+    vault.fails("daemon_already_running", "daemon", "start")
+    run = vault.run("daemon", "run")
+    assert run.error_code == "daemon_already_running" and run.code == 1
+    assert vault.status()["pid"] == pid
