@@ -486,13 +486,18 @@ class IndexRecord(msgspec.Struct, frozen=True):
 
 
 class IndexSync(_Message):
-    """Apply a delta to one vault's cache; ``epoch`` is stamped on the cache with the ``final`` batch."""
+    """Apply a delta to one vault's cache; ``epoch`` is stamped on the cache with the ``final`` batch.
+
+    ``fresh`` (first batch of a full sync) starts an empty cache; any other batch applies to the cache the delta
+    was computed from, and if that cache was evicted meanwhile the worker answers :class:`IndexStale` instead.
+    """
 
     vault: str
     epoch: int
     upserts: list[IndexRecord]
     deletes: list[str]
     final: bool
+    fresh: bool = False
 
 
 class IndexQuery(_Message):

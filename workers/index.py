@@ -37,9 +37,12 @@ def _stale(cache: VaultCache | None, epoch: int) -> p.IndexStale | None:
     return p.IndexStale(have=cache.index.have() if cache is not None else None)
 
 
-def sync(request: p.IndexSync, ctx: Context) -> p.IndexSynced:
-    cache = _touch(request.vault, create=True)
-    assert cache is not None
+def sync(request: p.IndexSync, ctx: Context) -> p.IndexSynced | p.IndexStale:
+    if request.fresh:
+        _caches.pop(request.vault, None)
+    cache = _touch(request.vault, create=request.fresh)
+    if cache is None:  # evicted since the supervisor computed this delta: it must start over
+        return p.IndexStale(have=None)
     cache.apply(request.upserts, request.deletes, request.epoch if request.final else None)
     stats = cache.index.stats()
     return p.IndexSynced(records=stats.records, chunks=stats.chunks)

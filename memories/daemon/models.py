@@ -152,6 +152,10 @@ class Models:
 
         return await daemon.jobs.run(job, work)
 
+    def load_warnings(self) -> list[str]:
+        """What the embedder said when it loaded (threads above the machine's cores, telemetry switches)."""
+        return list(self._loaded.warnings) if self._loaded else []
+
     def warnings(self) -> list[str]:
         """R-24: the model files changed on disk since they were loaded."""
         if self._fingerprint is None or self._fingerprint == self._fingerprint_now():

@@ -119,13 +119,17 @@ class Retrieval:
 
         return await daemon.jobs.run(job, work)
 
-    async def status(self, request: p.RagStatus) -> p.RagStatusReport:
-        """``rag status``: works while locked (then nothing is cached, since lock restarts the index worker)."""
+    async def status(self, request: p.RagStatus, conn: Connection) -> p.RagStatusReport:
+        """``rag status``: works while locked (then nothing is cached, since lock restarts the index worker).
+
+        The model's load warnings (such as ``local_threads`` above the machine's cores) come along.
+        """
         daemon = self._daemon
         vault = await daemon.resolve(request.vault)
         locked = daemon.keyring.locked
         records = None if locked else len(await daemon.db(daemon.vaults.eligible, vault))
         model = await daemon.models.state()
+        conn.warnings.extend(daemon.models.load_warnings())
         reply = await self._index.call(p.IndexStatus(vault=vault.id, space_key=model.space_key))
         assert isinstance(reply, p.IndexState)
         return p.RagStatusReport(
@@ -148,6 +152,7 @@ class Retrieval:
         daemon = self._daemon
         vault = await daemon.resolve_unlocked(request.vault)
         space_key = await daemon.models.space_key()
+        conn.warnings.extend(daemon.models.load_warnings())
         job = daemon.jobs.new_job("index", vault.id)
 
         async def work(job: Job) -> p.IndexReport:
@@ -247,8 +252,10 @@ class Retrieval:
                     upserts=upserts,
                     deletes=deletes if number == 0 else [],
                     final=number == len(batches) - 1,
+                    fresh=have is None and number == 0,
                 )
-                await job.call(self._index, sync)
+                if isinstance(await job.call(self._index, sync), p.IndexStale):
+                    return  # the cache was evicted mid-sync; the caller asks again and starts over
 
     async def _default_mode(self, job: Job, vault: VaultRow, conn: Connection) -> p.SearchMode:
         """Hybrid when an embedding backend is available and the vault is (nearly) embedded, else bm25."""

@@ -316,7 +316,7 @@ class Daemon:
         return await self.retrieval.search(request, conn)
 
     async def _rag_status(self, request: p.RagStatus, conn: Connection) -> p.Result:
-        return await self.retrieval.status(request)
+        return await self.retrieval.status(request, conn)
 
     async def _rag_index(self, request: p.RagIndex, conn: Connection) -> p.Result:
         return await self.retrieval.index(request, conn)

@@ -426,3 +426,18 @@ def test_a_second_daemon_for_the_same_home_is_refused(vault: HomeDir) -> None:
     run = vault.run("daemon", "run")
     assert run.error_code == "daemon_already_running" and run.code == 1
     assert vault.status()["pid"] == pid
+
+
+def test_a_third_vault_evicts_the_least_recent_cache_and_comes_back(vault: HomeDir) -> None:
+    names = ["notes", "second", "third"]
+    for name in names[1:]:
+        vault.ok("vault", "create", name)
+    for name in names:
+        for number in range(3):
+            vault.ok("memory", "add", name, "--title", f"{name} {number}", "--body", f"shared word {name}word{number}")
+    for _ in range(2):  # two rounds through three vaults with two cache slots: every search finds an evicted cache
+        for name in names:
+            found = vault.ok("rag", "search", name, "shared word")["results"]
+            assert sorted(hit["title"] for hit in found) == [f"{name} {n}" for n in range(3)]
+    cached = [vault.ok("rag", "status", name)["cache"] for name in names]
+    assert cached == ["cold", "warm", "warm"]
