@@ -71,9 +71,18 @@ class Client:
             config=self.home.config_path,
             request=request,
         )
+        try:
+            payload = self._encoder.encode(envelope)
+        except UnicodeEncodeError:
+            raise MemoriesError(
+                "invalid_utf8",
+                "an argument (a title, name, query, metadata value, path or passphrase) is not valid UTF-8",
+            ) from None
+        except OverflowError:
+            raise MemoriesError("invalid_argument", "a number is too large") from None
         with self.connect() as sock:
             try:
-                send_frame(sock, self._encoder.encode(envelope))
+                send_frame(sock, payload)
             except OSError:
                 raise _gone(self.home) from None
             while True:

@@ -34,14 +34,15 @@ from memories.errors import MemoriesError
 
 SECRET_KEY_NAMES = frozenset({"api_key", "key", "password", "secret", "token"})
 
-_Positive = msgspec.Meta(gt=0)
+_Seconds = msgspec.Meta(gt=0, le=24 * 3600)
+"""A duration: positive and finite (at most a day)."""
 
 
 class DaemonConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """``[daemon]``: idle auto-lock (minutes, 0 = off) and the per-job time budget (seconds, R-27)."""
 
-    auto_lock_minutes: Annotated[float, msgspec.Meta(ge=0)] = 0
-    job_budget_seconds: Annotated[float, _Positive] = 300
+    auto_lock_minutes: Annotated[float, msgspec.Meta(ge=0, le=7 * 24 * 60)] = 0
+    job_budget_seconds: Annotated[float, msgspec.Meta(gt=0, le=24 * 3600)] = 300
 
 
 class CryptoConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -67,9 +68,9 @@ class HttpConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     proxy_url: str | None = None
     retries: Annotated[int, msgspec.Meta(ge=0, le=5)] = 2
     backoff_ms: Annotated[int, msgspec.Meta(ge=0, le=30_000)] = 500
-    connect_timeout_seconds: Annotated[float, _Positive] = 10
-    timeout_seconds: Annotated[float, _Positive] = 60
-    download_timeout_seconds: Annotated[float, _Positive] = 900
+    connect_timeout_seconds: Annotated[float, _Seconds] = 10
+    timeout_seconds: Annotated[float, _Seconds] = 60
+    download_timeout_seconds: Annotated[float, _Seconds] = 900
     ca_bundle: str | None = None
 
 
@@ -133,8 +134,8 @@ def _refuse_secrets(table: dict[str, Any], path: Path, prefix: str) -> None:
         if name in SECRET_KEY_NAMES:
             raise MemoriesError(
                 "invalid_config",
-                f"{path}: `{dotted}` would hold a secret; secrets come only from the environment "
-                "(set a variable and name it with `api_key_env`)",
+                f"{path}: `{dotted}` would hold a secret; secrets are never read from config.toml, only from "
+                "the daemon's environment (proxy credentials: HTTPS_PROXY or ALL_PROXY)",
                 {"key": dotted},
             )
         if isinstance(value, dict):

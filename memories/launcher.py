@@ -6,8 +6,10 @@ standard input from ``/dev/null`` and output appended to ``<home>/logs/daemon.lo
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -19,6 +21,9 @@ from memories.paths import Home, ensure_private_dir
 
 START_TIMEOUT = 60.0
 """Seconds ``daemon start`` waits for the socket to answer."""
+
+STOP_TIMEOUT = 30.0
+"""Seconds ``daemon stop`` waits for the daemon process to exit before killing it."""
 
 _POLL = 0.05
 _ERROR_LINE = re.compile(r"^error: ([a-z_]+): (.*)$")
@@ -83,13 +88,40 @@ def start_daemon(home: Home) -> p.DaemonStatus:
     )
 
 
-def stop_daemon(home: Home) -> None:
-    """Ask the daemon to stop and wait until its socket stops answering (at most 30 s)."""
+def stop_daemon(home: Home) -> list[str]:
+    """Ask the daemon to stop and wait until its process is gone; returns warnings for the user.
+
+    A daemon still alive :data:`STOP_TIMEOUT` seconds later (something kept it from finishing) is killed
+    (SIGKILL): the store is crash-safe, and a daemon that holds the home's lock but no longer answers would block
+    every later start.
+
+    Raises:
+        MemoriesError: ``daemon_not_running``.
+    """
     client = Client(home)
+    status = daemon_status(client)
+    if status is None:
+        raise MemoriesError("daemon_not_running", f"no daemon is running for the home {home.root}")
+    pids = [status.pid, *(worker.pid for worker in status.workers if worker.pid)]
     client.request(p.Stop())
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and daemon_status(client) is not None:
+    deadline = time.monotonic() + STOP_TIMEOUT
+    while time.monotonic() < deadline and _alive(status.pid):
         time.sleep(_POLL)
+    if not _alive(status.pid):
+        return []
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return [f"the daemon (pid {status.pid}) did not exit within {STOP_TIMEOUT:g} s and was killed"]
+
+
+def _alive(pid: int) -> bool:
+    """The process exists and is not a zombie (a detached daemon is reaped by init, not by us)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def _start_error(home: Home, offset: int) -> MemoriesError:

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import os
 
+from memories.errors import MemoriesError
+
 HOME_ENV = "MEMORIES_HOME"
 
 SOCKET_PATH_MAX = 107
@@ -97,6 +99,15 @@ def resolve_home(home: str | None, config: str | None) -> Home:
 
 
 def ensure_private_dir(path: str) -> None:
-    """Create ``path`` (and parents) if missing, and make it owner-only (0700)."""
-    os.makedirs(path, mode=0o700, exist_ok=True)
-    os.chmod(path, 0o700)
+    """Create ``path`` (and parents) if missing, and make it owner-only (0700).
+
+    Raises:
+        MemoriesError: ``invalid_argument`` when ``path`` exists but is not a folder, or cannot be created.
+    """
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        os.chmod(path, 0o700)
+    except (FileExistsError, NotADirectoryError):
+        raise MemoriesError("invalid_argument", f"{path} exists and is not a folder") from None
+    except OSError as exc:
+        raise MemoriesError("invalid_argument", f"cannot create {path}: {exc.strerror}") from None

@@ -203,10 +203,11 @@ class Envelope(msgspec.Struct, forbid_unknown_fields=True):
 # Daemon -> client results (each encodes to the command's --json document)
 
 
-class Done(_Message):
-    """A command with nothing to report beyond success (``lock``, ``unlock``, ``daemon stop``...)."""
+class Done(_Message, omit_defaults=True):
+    """A command with nothing to report beyond success: ``{"ok": true}``, with ``locked`` after ``init``, ``unlock``
+    and ``lock``."""
 
-    ok: bool = True
+    ok: bool
     locked: bool | None = None
 
 
@@ -539,8 +540,12 @@ class IndexStoreVectors(_Message):
 
 
 class IndexStatus(_Message):
+    """What one vault's cache holds; with ``epoch``, a cache not at that epoch answers :class:`IndexStale`
+    (so the supervisor can bring it up to date without searching)."""
+
     vault: str
     space_key: str | None = None
+    epoch: int | None = None
 
 
 class EmbedLoad(_Message):

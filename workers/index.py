@@ -76,8 +76,10 @@ def store_vectors(request: p.IndexStoreVectors, ctx: Context) -> p.VectorsStored
     )
 
 
-def status(request: p.IndexStatus, ctx: Context) -> p.IndexState:
+def status(request: p.IndexStatus, ctx: Context) -> p.IndexState | p.IndexStale:
     cache = _caches.get(request.vault)
+    if request.epoch is not None and (stale := _stale(cache, request.epoch)) is not None:
+        return stale
     if cache is None:
         return p.IndexState(
             cached=False, records=0, chunks=0, text_bytes=0, last_build=None, embedded=0, missing=0, vector_bytes=0

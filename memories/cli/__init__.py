@@ -8,6 +8,9 @@ msgspec and the protocol.
 from __future__ import annotations
 
 import importlib
+import json
+import signal
+import sys
 from typing import Any
 
 import click
@@ -51,5 +54,23 @@ def cli(json_mode: bool, home: str | None, config: str | None) -> None:
 
 
 def main() -> None:
-    """Console-script entry point."""
-    cli(prog_name="memories")
+    """Console-script entry point.
+
+    Usage errors keep click's message and exit status 2, and with ``--json`` also print the one JSON document
+    (code ``usage_error``); Ctrl-C exits 130; a closed stdout pipe (``memories ... | head``) ends the process
+    quietly, as for any Unix filter.
+    """
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    try:
+        cli.main(prog_name="memories", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.Abort:
+        click.echo("error: cancelled: interrupted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        if "--json" in sys.argv[1:]:
+            error = {"error": {"code": "usage_error", "message": exc.format_message()}}
+            click.echo(json.dumps(error, ensure_ascii=False))
+        exc.show()
+        sys.exit(exc.exit_code)

@@ -53,8 +53,8 @@ def stop(session: Session) -> None:
     """Stop the daemon of this home (cancels its jobs)."""
     from memories.launcher import stop_daemon
 
-    stop_daemon(session.home)
-    session.emit({"ok": True}, [], lambda d: click.echo("stopped"))
+    warnings = stop_daemon(session.home)
+    session.emit({"ok": True}, warnings, lambda d: click.echo("stopped"))
 
 
 @command(daemon)

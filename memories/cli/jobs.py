@@ -34,7 +34,7 @@ def list_jobs(session: Session) -> None:
 
 
 @command(jobs)
-@click.argument("job_id", type=int)
+@click.argument("job_id", type=click.IntRange(1, 2**62))
 def cancel(session: Session, job_id: int) -> None:
     """Cancel a queued or running job."""
     session.emit(*session.call(p.JobCancel(job_id=job_id)), _show_jobs)

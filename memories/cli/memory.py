@@ -54,6 +54,8 @@ def _body(body: str | None, file: str | None, *, required: bool) -> bytes | None
         except OSError as exc:
             raise MemoriesError("invalid_argument", f"cannot read {file}: {exc.strerror}") from None
     if required:
+        if sys.stdin.isatty():
+            click.echo("reading the body from standard input; end it with Ctrl-D", err=True)
         return read_limited(sys.stdin.buffer, "standard input")
     return None
 
@@ -110,7 +112,7 @@ def add(
 @command(memory)
 @click.argument("vault_ref", metavar="VAULT")
 @click.argument("record_id", metavar="ID")
-@click.option("--revision", type=click.IntRange(min=1), help="A revision number (default: the latest).")
+@click.option("--revision", type=click.IntRange(1, 2**53), help="A revision number (default: the latest).")
 def read(session: Session, vault_ref: str, record_id: str, revision: int | None) -> None:
     """Print one revision of a record."""
 
@@ -186,7 +188,7 @@ def delete(session: Session, vault_ref: str, record_id: str) -> None:
 @command(memory)
 @click.argument("vault_ref", metavar="VAULT")
 @click.argument("query")
-@click.option("--limit", type=int, default=10, show_default=True, help="Most records to return (<= 100).")
+@click.option("--limit", type=click.IntRange(min=1), default=10, show_default=True, help="Most records (<= 100).")
 def search(session: Session, vault_ref: str, query: str, limit: int) -> None:
     """Lexical search, results grouped by record (R-06, R-11)."""
 
@@ -194,7 +196,7 @@ def search(session: Session, vault_ref: str, query: str, limit: int) -> None:
         if not document["results"]:
             click.echo("no results")
         for record in document["results"]:
-            click.echo(f"{record['score']:8.3f}  {record['title']}  ({record['id']} r{record['revision']})")
+            click.echo(f"{record['score']:8.4g}  {record['title']}  ({record['id']} r{record['revision']})")
             for chunk in record["chunks"]:
                 click.echo(f"          [{chunk['label']}] {one_line(chunk['text'], 100)}")
 

@@ -212,6 +212,8 @@ def command(group: click.Group | None, name: str | None = None, **settings: Any)
                 sys.exit(EXIT_ERROR)
             except (click.ClickException, click.exceptions.Exit, click.Abort):
                 raise
+            except KeyboardInterrupt:
+                raise click.Abort from None
             except Exception as exc:  # a bug: still one line, never a traceback (MEMORIES_DEBUG=1 shows it)
                 if os.environ.get("MEMORIES_DEBUG"):
                     raise

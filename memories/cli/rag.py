@@ -96,7 +96,9 @@ def _snippet(text: str, highlights: list[list[int]], width: int = 200) -> str:
     help="Default: hybrid when a model is installed, else bm25.",
 )
 @click.option("--match-mode", type=click.Choice(["any", "all", "phrase"]), default="any", show_default=True)
-@click.option("--limit", type=int, default=10, show_default=True, help=f"Most chunks to return (<= {MAX_RESULTS}).")
+@click.option(
+    "--limit", type=click.IntRange(min=1), default=10, show_default=True, help=f"Most chunks (<= {MAX_RESULTS})."
+)
 @click.option("--cards-only", is_flag=True, help="Only knowledge cards.")
 @click.option("--no-rerank", is_flag=True, help="Skip the reranker (vector and hybrid modes).")
 def search(
@@ -126,7 +128,7 @@ def search(
             click.echo(f"no results ({document['mode']}, {document['match_mode']})")
         for hit in document["results"]:
             where = hit["source"] or hit["asset_id"]
-            click.echo(f"[{hit['label']}] {hit['score']:.4f}  {one_line(hit['title'], 70)}  ({where})")
+            click.echo(f"[{hit['label']}] {hit['score']:.4g}  {one_line(hit['title'], 70)}  ({where})")
             click.echo(f"     {_snippet(hit['text'], hit.get('highlights', []))}")
 
     session.emit(*session.call(request, progress=True), human)

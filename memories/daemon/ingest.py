@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -91,7 +92,7 @@ class Ingest:
         conn.attach(job)
 
         async def work(job: Job) -> p.IngestReport:
-            walked = await trio.to_thread.run_sync(_walk, request)
+            walked = await trio.to_thread.run_sync(_walk, request, abandon_on_cancel=True)
             candidates = [c for c in walked if isinstance(c, _Candidate)]
             results = [r for r in walked if isinstance(r, p.IngestResult)]
             job.progress(0, len(candidates), "files")
@@ -99,6 +100,11 @@ class Ingest:
                 job.check_budget({"done": number - 1, "total": len(candidates)})
                 results.append(await self._ingest_one(vault, candidate, request.title))
                 job.progress(number, len(candidates), "files")
+            if any(result.status in ("added", "updated") for result in results):
+                try:
+                    await daemon.retrieval.refresh(job, vault)
+                except MemoriesError as exc:  # the cards are stored; the index is rebuilt at the next search
+                    conn.warnings.append(f"the cards are stored, but the search index is not up to date: {exc.message}")
             return p.IngestReport(results=results)
 
         return await daemon.jobs.run(job, work)
@@ -106,7 +112,8 @@ class Ingest:
     async def _ingest_one(self, vault: VaultRow, candidate: _Candidate, title: str | None) -> p.IngestResult:
         path = str(candidate.path)
         try:
-            note = await trio.to_thread.run_sync(_read_note, candidate, title)
+            # Abandoned on cancel: a read stuck on a hung file system must not hold the job (or the daemon).
+            note = await trio.to_thread.run_sync(_read_note, candidate, title, abandon_on_cancel=True)
             record_id, revision, status = await self._daemon.db(self._store, vault, candidate.source, note)
         except MemoriesError as exc:
             error = p.ErrorInfo(code=exc.code, message=exc.message)
@@ -187,15 +194,7 @@ def _read_note(candidate: _Candidate, title: str | None) -> _Note:
     suffix = path.suffix.lower()
     if suffix in _BINARY_SUFFIXES:
         raise _unsupported(path, f"a {suffix} file is not text")
-    try:
-        size = path.stat().st_size
-        if size > MAX_BODY_BYTES + len(_BOM):
-            raise MemoriesError(
-                "body_too_large", f"{path} has {size:,} bytes; the largest accepted is {MAX_BODY_BYTES:,} (2 MiB)"
-            )
-        data = path.read_bytes()
-    except OSError as exc:
-        raise MemoriesError("invalid_argument", f"cannot read {path}: {exc.strerror}") from None
+    data = _read_regular_file(path, MAX_BODY_BYTES + len(_BOM))
     for magic, what in _MAGIC:
         if data.startswith(magic):
             raise _unsupported(path, f"it is {what}")
@@ -209,6 +208,35 @@ def _read_note(candidate: _Candidate, title: str | None) -> _Note:
     except UnicodeDecodeError as exc:
         raise _unsupported(path, f"it is not valid UTF-8 (byte {exc.start})") from None
     return _Note(title=title or first_heading(text) or path.name, body=text, tags=front_matter_tags(text))
+
+
+def _read_regular_file(path: Path, limit: int) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes, never reading more than ``limit + 1``.
+
+    Opened without blocking and checked with ``fstat`` on the open descriptor, so a FIFO, a device (``/dev/zero``)
+    or a socket is refused instead of hanging the ingest or filling memory, whatever the name says.
+
+    Raises:
+        MemoriesError: ``unsupported_file`` (not a regular file), ``body_too_large``, ``invalid_argument``
+            (cannot be opened or read).
+    """
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError as exc:
+        raise MemoriesError("invalid_argument", f"cannot read {path}: {exc.strerror}") from None
+    with os.fdopen(descriptor, "rb") as handle:
+        mode = os.fstat(descriptor).st_mode
+        if not stat.S_ISREG(mode):
+            raise _unsupported(path, "it is not a regular file (a device, pipe or socket)")
+        try:
+            data = handle.read(limit + 1)
+        except OSError as exc:
+            raise MemoriesError("invalid_argument", f"cannot read {path}: {exc.strerror}") from None
+    if len(data) > limit:
+        raise MemoriesError(
+            "body_too_large", f"{path} is larger than {MAX_BODY_BYTES:,} bytes (2 MiB), the largest body accepted"
+        )
+    return data
 
 
 def _unsupported(path: Path, reason: str) -> MemoriesError:

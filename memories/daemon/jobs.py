@@ -113,6 +113,11 @@ class Job:
             self.deadline = trio.current_time() + self.budget
             self.scope.deadline = self.deadline + STEP_GRACE
 
+    def adopt_current_epoch(self) -> None:
+        """Take the vault's current epoch as the job's own (after the job's own writes, such as an ingest's)."""
+        if self.vault_id is not None:
+            self.epoch = self._epochs.get(self.vault_id)
+
     def cancel(self, code: str) -> None:
         """Cancel the job's scope; ``code`` (``cancelled``, ``vault_locked``) becomes its error. Idempotent."""
         if self.state in ("queued", "running"):
@@ -236,11 +241,15 @@ class JobManager:
 
     @staticmethod
     def _cancelled(job: Job) -> MemoriesError:
+        """The error of a job whose scope was cancelled, saying how far it got (work done so far is kept)."""
+        details = {"done": job.done, "total": job.total, "unit": job.unit}
+        progress = f" after {job.done} of {job.total} {job.unit}" if job.unit else ""
         if job.cancel_code == "vault_locked":
-            return MemoriesError("vault_locked", "the home was locked while the job ran")
+            return MemoriesError("vault_locked", f"the home was locked while the job ran{progress}", details)
         if job.cancel_code is None:  # the hard deadline of the cancel scope
-            return MemoriesError("budget_exceeded", f"a step ran far past the job's budget of {job.budget:g} s")
-        return MemoriesError(job.cancel_code, f"job {job.id} was cancelled")
+            message = f"a step ran far past the job's budget of {job.budget:g} s{progress}"
+            return MemoriesError("budget_exceeded", message, details)
+        return MemoriesError(job.cancel_code, f"job {job.id} was cancelled{progress}", details)
 
     def _finish(self, job: Job, state: p.JobState, error: MemoriesError | None) -> None:
         if job.id not in self._active:

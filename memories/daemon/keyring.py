@@ -20,10 +20,10 @@ _KDF = "kdf"
 _MASTER = "master_key"
 
 
-def check_passphrase(passphrase: str) -> None:
-    """Raises ``invalid_passphrase`` for an empty passphrase or one over 1,024 UTF-8 bytes."""
-    if not passphrase or len(passphrase.encode("utf-8")) > MAX_PASSPHRASE_BYTES:
-        raise MemoriesError("invalid_passphrase", "the passphrase must be 1 to 1,024 bytes")
+def _check_passphrase(passphrase: str) -> None:
+    """Raises ``invalid_passphrase`` for an empty or blank passphrase or one over 1,024 UTF-8 bytes."""
+    if not passphrase.strip() or len(passphrase.encode("utf-8")) > MAX_PASSPHRASE_BYTES:
+        raise MemoriesError("invalid_passphrase", "the passphrase must be 1 to 1,024 bytes and not only spaces")
 
 
 class Keyring:
@@ -50,7 +50,7 @@ class Keyring:
         """
         if self.initialized:
             raise MemoriesError("already_initialized", "this home already has a key hierarchy")
-        check_passphrase(passphrase)
+        _check_passphrase(passphrase)
         params = crypto.new_kdf_params(cost.kdf_memory_kib, cost.kdf_iterations, cost.kdf_lanes)
         master = crypto.new_key()
         wrapped = crypto.seal(crypto.derive_kek(passphrase, params), master, crypto.master_key_aad())

@@ -43,18 +43,23 @@ class Models:
         self._loaded: p.ModelLoaded | None = None
         self._loaded_pid: int | None = None
         self._fingerprint: _Fingerprint | None = None
+        self._unverified = False
 
     @property
     def _worker(self):  # type: ignore[no-untyped-def]
         return self._daemon.workers["embedding"]
 
-    def _files(self) -> list[Path]:
+    def _required(self) -> list[Path]:
         graph = self.path / self.manifest.graph
         return [graph, graph.with_name(graph.name + "_data"), self.path / "tokenizer.json"]
 
+    def _files(self) -> list[Path]:
+        """Every file of the model layout (the manifest's paths), whose changes need a restart (R-24)."""
+        return [self.path / file.path for file in self.manifest.files]
+
     def installed(self) -> bool:
         """The graph, its external data and the tokenizer are present."""
-        return all(path.is_file() for path in self._files())
+        return all(path.is_file() for path in self._required())
 
     def _fingerprint_now(self) -> _Fingerprint:
         stamps = []
@@ -98,6 +103,7 @@ class Models:
         worker = self._worker
         if self._loaded is None or self._loaded_pid != worker.pid:
             verified = not self.user_supplied and await self._verified()
+            self._unverified = not self.user_supplied and not verified
             request = p.EmbedLoad(
                 model_dir=str(self.path),
                 threads=self._daemon.config.rag.local_threads,
@@ -153,8 +159,16 @@ class Models:
         return await daemon.jobs.run(job, work)
 
     def load_warnings(self) -> list[str]:
-        """What the embedder said when it loaded (threads above the machine's cores, telemetry switches)."""
-        return list(self._loaded.warnings) if self._loaded else []
+        """What the embedder said when it loaded (threads above the machine's cores, telemetry switches), and
+        whether the installed files differ from the pinned manifest (they are then used as found, hashed into the
+        vector space key, like a ``local_model_dir``)."""
+        notes = list(self._loaded.warnings) if self._loaded else []
+        if self._unverified:
+            notes.append(
+                f"the model files in {self.path} do not match the pinned manifest; they are used as found "
+                "(run `memories rag status` for details, or move them away and run `memories rag model-install`)"
+            )
+        return notes
 
     def warnings(self) -> list[str]:
         """R-24: the model files changed on disk since they were loaded."""

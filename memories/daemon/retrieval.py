@@ -14,13 +14,14 @@ worker and an edit elsewhere in the vault; a retry embeds only what is still mis
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import TYPE_CHECKING
 
 import trio
 
 from memories import protocol as p
-from memories.daemon.jobs import Job
+from memories.daemon.jobs import Job, StaleEpoch
 from memories.daemon.server import Connection
 from memories.errors import MemoriesError
 from memories.limits import MAX_QUERY_BYTES, MAX_RESULTS
@@ -49,6 +50,7 @@ class Retrieval:
     def __init__(self, daemon: Daemon) -> None:
         self._daemon = daemon
         self._sync_locks: dict[str, trio.Lock] = {}
+        self._too_large: dict[str, str] = {}  # vault id -> why its last sync failed with vault_too_large
 
     @property
     def _index(self):  # type: ignore[no-untyped-def]
@@ -130,6 +132,8 @@ class Retrieval:
         records = None if locked else len(await daemon.db(daemon.vaults.eligible, vault))
         model = await daemon.models.state()
         conn.warnings.extend(daemon.models.load_warnings())
+        if vault.id in self._too_large:
+            conn.warnings.append(f"searches fail until records are removed: {self._too_large[vault.id]}")
         reply = await self._index.call(p.IndexStatus(vault=vault.id, space_key=model.space_key))
         assert isinstance(reply, p.IndexState)
         return p.RagStatusReport(
@@ -225,7 +229,21 @@ class Retrieval:
                 raise _over_budget(job, counts) from None
             raise
 
-    async def synced_call(self, job: Job, vault: VaultRow, body: p.IndexQuery | p.IndexMissing) -> p.WorkerReplyBody:
+    async def refresh(self, job: Job, vault: VaultRow) -> None:
+        """Bring the vault's cache up to date now (after an ingest), so the next search is fast and a vault over
+        the R-21 limits is reported at once. The job adopts the vault's current epoch first (its own writes);
+        a change by someone else meanwhile is left to the next search.
+
+        Raises:
+            MemoriesError: ``vault_too_large``, ``budget_exceeded`` and the index worker's failures.
+        """
+        job.adopt_current_epoch()
+        with contextlib.suppress(StaleEpoch):
+            await self.synced_call(job, vault, p.IndexStatus(vault=vault.id, epoch=job.epoch))
+
+    async def synced_call(
+        self, job: Job, vault: VaultRow, body: p.IndexQuery | p.IndexMissing | p.IndexStatus
+    ) -> p.WorkerReplyBody:
         """Ask the index worker; when its cache is stale, bring it to the job's epoch and ask again."""
         for _ in range(3):
             reply = await job.call(self._index, body)
@@ -254,8 +272,15 @@ class Retrieval:
                     final=number == len(batches) - 1,
                     fresh=have is None and number == 0,
                 )
-                if isinstance(await job.call(self._index, sync), p.IndexStale):
+                try:
+                    reply = await job.call(self._index, sync)
+                except MemoriesError as exc:
+                    if exc.code == "vault_too_large":
+                        self._too_large[vault.id] = exc.message
+                    raise
+                if isinstance(reply, p.IndexStale):
                     return  # the cache was evicted mid-sync; the caller asks again and starts over
+            self._too_large.pop(vault.id, None)
 
     async def _default_mode(self, job: Job, vault: VaultRow, conn: Connection) -> p.SearchMode:
         """Hybrid when an embedding backend is available and the vault is (nearly) embedded, else bm25."""

@@ -214,7 +214,7 @@ class Daemon:
     async def _stop(self, request: p.Stop, conn: Connection) -> p.Result:
         # Let this reply go out first; the nursery is cancelled right after.
         self.spawn(self._stop_soon)
-        return p.Done()
+        return p.Done(ok=True)
 
     async def _stop_soon(self) -> None:
         await trio.sleep(0.05)
@@ -222,7 +222,7 @@ class Daemon:
 
     async def _init(self, request: p.Init, conn: Connection) -> p.Result:
         await self.db(self.keyring.init, request.passphrase, self.config.crypto)
-        return p.Done(locked=False)
+        return p.Done(ok=True, locked=False)
 
     async def _unlock(self, request: p.Unlock, conn: Connection) -> p.Result:
         if self.keyring.locked:
@@ -230,11 +230,11 @@ class Daemon:
         else:
             # Already unlocked: still prove the passphrase, so `unlock` never succeeds with a wrong one.
             await self.db(_verify_passphrase, self.store, request.passphrase)
-        return p.Done(locked=False)
+        return p.Done(ok=True, locked=False)
 
     async def _lock(self, request: p.Lock, conn: Connection) -> p.Result:
         self.lock()
-        return p.Done(locked=True)
+        return p.Done(ok=True, locked=True)
 
     async def _vault_create(self, request: p.VaultCreate, conn: Connection) -> p.Result:
         row = await self.db(self.vaults.create, request.name, request.device_only)
@@ -300,7 +300,7 @@ class Daemon:
         vault = await self.resolve_unlocked(request.vault)
         await self.db(self.vaults.delete, vault, request.id)
         self.content_changed(vault)
-        return p.Done()
+        return p.Done(ok=True)
 
     async def _jobs(self, request: p.Jobs, conn: Connection) -> p.Result:
         return p.JobListing(jobs=self.jobs.listing())

@@ -74,7 +74,7 @@ class Vaults:
 
         Raises:
             MemoriesError: ``vault_not_found``; ``ambiguous_vault`` when ``ref`` is one vault's id and another's
-                name.
+                name (``create`` prevents this, so only a store written otherwise can hold such a pair).
         """
         matches = [v for v in self._store.vaults() if ref in (v.id, v.name)]
         if not matches:
@@ -87,7 +87,12 @@ class Vaults:
         """Raises ``invalid_vault_name``, ``vault_name_taken``, ``vault_locked``."""
         if not name or len(name) > 64 or name != name.strip() or any(unicodedata.category(c)[0] == "C" for c in name):
             raise MemoriesError("invalid_vault_name", f"{name!r} is not a usable vault name")
+        existing = self._store.vaults()
+        if any(name == vault.id for vault in existing):
+            raise MemoriesError("vault_name_taken", f"{name!r} is the id of another vault; choose another name")
         vault_id = new_id()
+        while any(vault_id in (vault.id, vault.name) for vault in existing):
+            vault_id = new_id()
         wrapped = self._keys.wrap_vault_key(vault_id, crypto.new_key())
         row = VaultRow(vault_id, name, device_only, time.time(), wrapped)
         try:

@@ -327,9 +327,11 @@ def test_listing_never_shows_bodies_and_vaults_resolve_by_name_or_id(vault: Home
     assert vault.ok("vault", "show", created["id"])["name"] == "work"
     assert vault.ok("vault", "policy", "work", "--device-only", "off")["device_only"] is False
     vault.fails("vault_name_taken", "vault", "create", "work")
-    vault.ok("vault", "create", created["id"])  # a name equal to another vault's id ...
-    vault.fails("ambiguous_vault", "vault", "show", created["id"])  # ... makes that reference ambiguous
-    assert [v["name"] for v in vault.ok("vault", "list")["vaults"]] == ["notes", "work", created["id"]]
+    vault.fails("vault_name_taken", "vault", "create", created["id"])  # a name may not be another vault's id
+    assert [v["name"] for v in vault.ok("vault", "list")["vaults"]] == ["notes", "work"]
+    with sqlite3.connect(vault.path / "memories.db") as db:  # a store written otherwise may hold such a pair
+        db.execute("UPDATE vaults SET name = ? WHERE name = 'notes'", (created["id"],))
+    vault.fails("ambiguous_vault", "vault", "show", created["id"])
 
 
 # -- acceptance 9: bad input -------------------------------------------------------------------------------------
@@ -441,3 +443,71 @@ def test_a_third_vault_evicts_the_least_recent_cache_and_comes_back(vault: HomeD
             assert sorted(hit["title"] for hit in found) == [f"{name} {n}" for n in range(3)]
     cached = [vault.ok("rag", "status", name)["cache"] for name in names]
     assert cached == ["cold", "warm", "warm"]
+
+
+def test_special_files_are_refused_without_reading_them(vault: HomeDir, tmp_path: Path) -> None:
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "good.md").write_text("# Good\n\nplain text")
+    os.mkfifo(folder / "pipe.md")  # opening it for reading would block forever
+    result = vault.run("rag", "ingest", "notes", str(folder), "/dev/zero", "/dev/null")
+    assert result.code == 3, result.stdout + result.stderr
+    statuses = {Path(r["path"]).name: (r["status"], (r["error"] or {}).get("code")) for r in result.doc["results"]}
+    assert statuses == {
+        "good.md": ("added", None),
+        "pipe.md": ("refused", "unsupported_file"),
+        "zero": ("refused", "unsupported_file"),
+        "null": ("refused", "unsupported_file"),
+    }
+
+
+def test_a_vault_over_the_chunk_limit_is_reported_at_ingest_and_in_status(vault: HomeDir, tmp_path: Path) -> None:
+    paragraph = "lorem ipsum dolor sit amet consectetur adipiscing elit " * 12 + "\n\n"
+    body = (paragraph * (MAX_BODY_BYTES // len(paragraph)))[:MAX_BODY_BYTES]
+    for number in range(4):  # about 11,000 chunks: over the 10,000 of R-21
+        vault.ok("memory", "add", "notes", "--title", f"big {number}", stdin=body)
+    note = tmp_path / "small.md"
+    note.write_text("# Small\n\nthe last straw")
+    ingested = vault.ok("rag", "ingest", "notes", str(note))
+    assert ingested["results"][0]["status"] == "added"
+    assert any("10,000" in warning for warning in ingested["warnings"])
+    status = vault.ok("rag", "status", "notes")
+    assert any("searches fail" in warning for warning in status["warnings"])
+    error = vault.fails("vault_too_large", "rag", "search", "notes", "straw")
+    assert error["details"]["limit"] == "chunks" and error["details"]["max"] == 10_000
+
+
+def test_cli_boundary_errors_are_one_line(vault: HomeDir) -> None:
+    bad = vault.run("memory", "add", "notes", "--title", "\udcff", "--body", "b")  # undecodable argv byte
+    assert bad.code == 1 and bad.error_code == "invalid_utf8" and "Traceback" not in bad.stderr
+    for args in (
+        ("memory", "read", "notes", "x", "--revision", "99999999999999999999999"),
+        ("rag", "search", "notes", "q", "--limit", "0"),
+        ("jobs", "cancel", "99999999999999999999999"),
+    ):
+        usage = vault.run(*args)
+        assert usage.code == 2 and usage.error_code == "usage_error" and "Traceback" not in usage.stderr
+    ref = vault.ok("memory", "add", "notes", "--title", "t", "--body", "b")
+    assert vault.ok("memory", "delete", "notes", ref["id"]) == {"ok": True}
+    piped = subprocess.run(
+        f"'{memories_executable()}' memory list notes | head -c 1",
+        shell=True,
+        capture_output=True,
+        env={**os.environ, "MEMORIES_HOME": str(vault.path)},
+    )
+    assert piped.returncode == 0 and b"Traceback" not in piped.stderr and b"error" not in piped.stderr
+
+
+def test_a_home_that_is_a_file_and_a_blank_passphrase(tmp_path: Path) -> None:
+    regular = tmp_path / "not-a-folder"
+    regular.write_text("x")
+    error = HomeDir(regular).fails("invalid_argument", "daemon", "start")
+    assert "not a folder" in error["message"]
+    home = HomeDir(tmp_path / "home")
+    home.path.mkdir()
+    home.config.write_text(FAST_KDF)
+    try:
+        home.start()
+        home.fails("invalid_passphrase", "init", "--passphrase-stdin", stdin="   \n")
+    finally:
+        home.stop()
