@@ -14,7 +14,6 @@ so byte offsets count from the first byte after it.
 from __future__ import annotations
 
 import os
-import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +21,6 @@ from typing import TYPE_CHECKING
 
 import pathspec
 import trio
-import yaml
 
 from memories import protocol as p
 from memories.daemon.jobs import Job
@@ -30,6 +28,7 @@ from memories.daemon.server import Connection
 from memories.daemon.vaults import split_tags
 from memories.errors import MemoriesError
 from memories.limits import MAX_BODY_BYTES
+from memories.rag.notes import first_heading, front_matter_tags
 from memories.store import VaultRow
 
 if TYPE_CHECKING:
@@ -58,9 +57,6 @@ _MAGIC = (
     (b"\xd0\xcf\x11\xe0", "an old Office document"),
 )
 _BOM = b"\xef\xbb\xbf"
-_HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
-_FENCE = re.compile(r"^ {0,3}(```|~~~)")
-_FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -245,37 +241,3 @@ def _unsupported(path: Path, reason: str) -> MemoriesError:
         f"{path}: {reason}; only UTF-8 text and Markdown can be imported — convert it to text first, then import it",
         {"path": str(path)},
     )
-
-
-def first_heading(text: str) -> str | None:
-    """The text of the first ATX Markdown heading outside front matter and fenced code, or ``None``."""
-    match = _FRONT_MATTER.match(text)
-    lines = text[match.end() if match else 0 :].splitlines()
-    fence: str | None = None
-    for line in lines:
-        marker = _FENCE.match(line)
-        if marker:
-            fence = None if fence == marker.group(1) else (fence or marker.group(1))
-            continue
-        if fence is None:
-            heading = _HEADING.match(line)
-            if heading and heading.group(1).strip():
-                return heading.group(1).strip()
-    return None
-
-
-def front_matter_tags(text: str) -> list[str]:
-    """``tags`` of YAML front matter (a list or a comma-separated string); ``[]`` when absent or malformed."""
-    match = _FRONT_MATTER.match(text)
-    if not match:
-        return []
-    try:
-        data = yaml.safe_load(match.group(1))
-    except yaml.YAMLError:
-        return []
-    tags = data.get("tags") if isinstance(data, dict) else None
-    if isinstance(tags, str):
-        return split_tags(tags)
-    if isinstance(tags, list):
-        return [str(t).strip() for t in tags if t is not None and str(t).strip() and "," not in str(t)]
-    return []
