@@ -7,7 +7,9 @@ VaultListing(vaults=[...])
 
 from __future__ import annotations
 
+import os
 import socket
+import struct
 from collections.abc import Callable
 
 import msgspec
@@ -56,6 +58,7 @@ class Client:
             raise MemoriesError(
                 "daemon_not_running", f"cannot reach the daemon of {self.home.root}: {exc.strerror}"
             ) from None
+        _check_peer(sock, self.home)
         return sock
 
     def request(self, request: p.Request, on_progress: Callable[[p.Progress], None] | None = None) -> p.Reply:
@@ -108,3 +111,20 @@ def _gone(home: Home) -> MemoriesError:
         f"the daemon of {home.root} closed the connection without an answer (it stopped or crashed; see its log)",
         {"home": home.root},
     )
+
+
+_PEER_CREDENTIALS = struct.Struct("3i")  # struct ucred: pid, uid, gid (Linux)
+
+
+def _check_peer(sock: socket.socket, home: Home) -> None:
+    """Refuse a socket whose listener runs as another user: a passphrase or a query must only ever reach our own
+    daemon, even if someone planted a socket where ours would be (``SO_PEERCRED``, Linux)."""
+    if not hasattr(socket, "SO_PEERCRED"):
+        return
+    _, uid, _ = _PEER_CREDENTIALS.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEER_CREDENTIALS.size))
+    if uid != os.getuid():
+        sock.close()
+        raise MemoriesError(
+            "daemon_not_running",
+            f"the socket {home.socket_path} belongs to another user (uid {uid}); refusing to talk to it",
+        )

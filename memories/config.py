@@ -20,17 +20,16 @@ Example::
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import os
 import re
 import tomllib
-import urllib.parse
 from pathlib import Path
 from typing import Annotated, Any
 
 import msgspec
 
 from memories.errors import MemoriesError
+from memories.urls import endpoint_problem, proxy_problem
 
 SECRET_KEY_NAMES = frozenset({"api_key", "key", "password", "secret", "token"})
 
@@ -108,7 +107,8 @@ def load_config(path: Path) -> Config:
 
     Raises:
         MemoriesError: ``invalid_config`` naming the file and the key for bad TOML, unknown keys, wrong types,
-            out-of-range values, secret-looking keys, credentials in proxy or mirror URLs, or missing paths.
+            out-of-range values, secret-looking keys, missing paths, or a ``proxy_url`` or
+            ``model_download_base_url`` the URL policy refuses (:mod:`memories.urls`).
     """
     try:
         raw = path.read_bytes()
@@ -179,47 +179,14 @@ def _resolve(config: Config, path: Path) -> Config:
     return config
 
 
-_PROXY_SCHEMES = {"http", "https", "socks5", "socks5h"}
-
-
 def _check_proxy_url(url: str, path: Path) -> None:
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in _PROXY_SCHEMES or not parts.hostname:
-        raise MemoriesError(
-            "invalid_config",
-            f"{path}: `rag.http.proxy_url` must be http://, https://, socks5:// or socks5h:// with a host",
-        )
-    if parts.username or parts.password:
-        raise MemoriesError(
-            "invalid_config",
-            f"{path}: `rag.http.proxy_url` holds credentials; put the proxy URL with credentials in "
-            "HTTPS_PROXY/ALL_PROXY in the daemon's environment instead",
-        )
-
-
-def is_loopback_host(host: str | None) -> bool:
-    """True for ``localhost`` and literal loopback addresses (``127.0.0.0/8``, ``::1``); names never resolve."""
-    if not host:
-        return False
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+    problem = proxy_problem(url, credentials_allowed=False)
+    if problem:
+        raise MemoriesError("invalid_config", f"{path}: `rag.http.proxy_url` refused: {problem}")
 
 
 def _check_mirror_url(url: str, path: Path) -> str:
-    parts = urllib.parse.urlsplit(url)
-    problem = None
-    if parts.scheme not in {"https", "http"} or not parts.hostname:
-        problem = "must be an https:// URL"
-    elif parts.scheme == "http" and not is_loopback_host(parts.hostname):
-        problem = "may use plain http:// only for a loopback address"
-    elif parts.username or parts.password:
-        problem = "may not hold credentials"
-    elif parts.query or parts.fragment:
-        problem = "may not hold a query string or fragment"
+    problem = endpoint_problem(url)
     if problem:
-        raise MemoriesError("invalid_config", f"{path}: `rag.model_download_base_url` {problem}")
+        raise MemoriesError("invalid_config", f"{path}: `rag.model_download_base_url` refused: {problem}")
     return url.rstrip("/")

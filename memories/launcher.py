@@ -7,6 +7,7 @@ standard input from ``/dev/null`` and output appended to ``<home>/logs/daemon.lo
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import re
 import signal
@@ -51,6 +52,13 @@ def start_daemon(home: Home) -> p.DaemonStatus:
     client = Client(home)
     if daemon_status(client) is not None:
         raise MemoriesError("daemon_already_running", f"a daemon already serves {home.root}")
+    stuck = lock_holder(home)
+    if stuck is not None:
+        raise MemoriesError(
+            "daemon_already_running",
+            f"a daemon (pid {stuck}) holds the lock of {home.root} but does not answer; "
+            "stop it with `memories daemon stop`",
+        )
     for folder in (home.root, home.log_dir):
         ensure_private_dir(folder)
     with open(home.log_path, "ab") as log:
@@ -59,6 +67,7 @@ def start_daemon(home: Home) -> p.DaemonStatus:
         process = subprocess.Popen(
             [
                 sys.executable,
+                "-P",  # never import from the working folder
                 "-m",
                 "memories",
                 "daemon",
@@ -73,6 +82,7 @@ def start_daemon(home: Home) -> p.DaemonStatus:
             stderr=log,
             start_new_session=True,
             close_fds=True,
+            cwd=home.root,
         )
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
@@ -101,18 +111,45 @@ def stop_daemon(home: Home) -> list[str]:
     client = Client(home)
     status = daemon_status(client)
     if status is None:
-        raise MemoriesError("daemon_not_running", f"no daemon is running for the home {home.root}")
-    pids = [status.pid, *(worker.pid for worker in status.workers if worker.pid)]
+        stuck = lock_holder(home)
+        if stuck is None:
+            raise MemoriesError("daemon_not_running", f"no daemon is running for the home {home.root}")
+        _kill_group(stuck)  # it holds the home's lock but does not answer: nothing else can end it
+        return [f"the daemon (pid {stuck}) held the home's lock without answering and was killed"]
     client.request(p.Stop())
     deadline = time.monotonic() + STOP_TIMEOUT
     while time.monotonic() < deadline and _alive(status.pid):
         time.sleep(_POLL)
     if not _alive(status.pid):
         return []
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+    _kill_group(status.pid)
     return [f"the daemon (pid {status.pid}) did not exit within {STOP_TIMEOUT:g} s and was killed"]
+
+
+def lock_holder(home: Home) -> int | None:
+    """The pid written in the home's lock file while a daemon process holds the lock, else ``None``."""
+    try:
+        descriptor = os.open(home.lock_path, os.O_RDONLY)
+    except OSError:  # no lock file (no daemon ever ran here), or the home is not a folder
+        return None
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            text = os.read(descriptor, 32).decode("ascii", "replace").strip()
+            return int(text) if text.isdigit() else None
+        fcntl.flock(descriptor, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(descriptor)
+
+
+def _kill_group(pid: int) -> None:
+    """SIGKILL a detached daemon and its workers (``daemon start`` made it a session and group leader)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
 
 
 def _alive(pid: int) -> bool:

@@ -22,3 +22,15 @@ MAX_RESULTS = 100
 """R-17: most results one search may request."""
 
 MAX_PASSPHRASE_BYTES = 1024
+
+MAX_CACHED_VAULTS = 2
+"""R-21: vaults whose index the index worker keeps at once (least recently used evicted)."""
+
+MAX_CHUNKS = 10_000
+"""R-21: most chunks in one cached vault."""
+
+MAX_TEXT_BYTES = 16 * 1024 * 1024
+"""R-21: most UTF-8 bytes of body, title and metadata (source path, tags) in one cached vault."""
+
+MAX_VECTOR_BYTES = 32 * 1024 * 1024
+"""R-21: most bytes of vectors (float32) in one cached vault."""

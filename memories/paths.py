@@ -17,6 +17,7 @@ Layout::
 from __future__ import annotations
 
 import os
+import stat
 
 from memories.errors import MemoriesError
 
@@ -99,13 +100,18 @@ def resolve_home(home: str | None, config: str | None) -> Home:
 
 
 def ensure_private_dir(path: str) -> None:
-    """Create ``path`` (and parents) if missing, and make it owner-only (0700).
+    """Create ``path`` (and parents) if missing, and make it owner-only (0700). The folder itself must be ours and
+    not a symbolic link (the socket folder may sit in a shared place such as ``/tmp``).
 
     Raises:
-        MemoriesError: ``invalid_argument`` when ``path`` exists but is not a folder, or cannot be created.
+        MemoriesError: ``invalid_argument`` when ``path`` exists but is not a folder, is a link or another user's,
+            or cannot be created.
     """
     try:
         os.makedirs(path, mode=0o700, exist_ok=True)
+        info = os.lstat(path)
+        if stat.S_ISLNK(info.st_mode) or info.st_uid != os.getuid():
+            raise MemoriesError("invalid_argument", f"{path} is a link or belongs to another user; refusing to use it")
         os.chmod(path, 0o700)
     except (FileExistsError, NotADirectoryError):
         raise MemoriesError("invalid_argument", f"{path} exists and is not a folder") from None

@@ -52,27 +52,36 @@ class Init(_Message):
 
 
 class Unlock(_Message):
+    """``unlock``: open the key hierarchy with the passphrase (UTF-8); a wrong one is refused even when
+    already unlocked."""
+
     passphrase: str
 
 
 class Lock(_Message):
-    pass
+    """``lock``: drop every key and decrypted header, cancel vault jobs, restart the workers that held plaintext."""
 
 
 class VaultCreate(_Message):
+    """``vault create``: ``device_only`` marks data that must never go to a non-loopback model endpoint."""
+
     name: str
     device_only: bool = False
 
 
 class VaultList(_Message):
-    pass
+    """``vault list``: every vault of the home."""
 
 
 class VaultShow(_Message):
+    """``vault show``: ``vault`` is an id or a unique name, as in every request that names a vault."""
+
     vault: str
 
 
 class VaultPolicy(_Message):
+    """``vault policy``: set the vault's ``device_only`` flag (see :class:`VaultCreate`)."""
+
     vault: str
     device_only: bool
 
@@ -89,12 +98,16 @@ class MemoryAdd(_Message):
 
 
 class MemoryRead(_Message):
+    """``memory read``: one revision of a record; ``revision`` ``None`` reads the latest."""
+
     vault: str
     id: str
     revision: int | None = None
 
 
 class MemoryList(_Message):
+    """``memory list``: summaries (never bodies) of the vault's records, of ``kind`` only when given."""
+
     vault: str
     kind: RecordKind | None = None
 
@@ -111,11 +124,16 @@ class MemoryUpdate(_Message):
 
 
 class MemoryDelete(_Message):
+    """``memory delete``: remove the record and every revision of it."""
+
     vault: str
     id: str
 
 
 class MemorySearch(_Message):
+    """``memory search``: BM25 grouped by record; ``limit`` counts **records** (at most 100), each with
+    up to 3 chunks."""
+
     vault: str
     query: str
     limit: int = 10
@@ -132,6 +150,9 @@ class RagIngest(_Message):
 
 
 class RagSearch(_Message):
+    """``rag search``: ``limit`` counts **chunks** (at most 100); ``mode`` ``None`` is hybrid when the model
+    is installed and the vault (nearly) embedded, else bm25."""
+
     vault: str
     query: str
     mode: SearchMode | None = None
@@ -144,23 +165,33 @@ class RagSearch(_Message):
 
 
 class RagStatus(_Message):
+    """``rag status``: what the vault's index cache and the model hold; answered while locked too."""
+
     vault: str
 
 
 class RagIndex(_Message):
+    """``rag index``: embed the vault's missing chunks; ``background`` answers :class:`JobStarted` at once
+    and keeps going in budgeted rounds."""
+
     vault: str
     background: bool = False
 
 
 class RagModelInstall(_Message):
+    """``rag model-install``: download the pinned model files, or copy them from ``from_dir``
+    (absolute) instead."""
+
     from_dir: str | None = None
 
 
 class Jobs(_Message):
-    pass
+    """``jobs``: recently finished jobs, then the queued and running ones."""
 
 
 class JobCancel(_Message):
+    """``jobs cancel``: cancel the job ``job_id``; the reply lists that job."""
+
     job_id: int
 
 
@@ -212,10 +243,14 @@ class Done(_Message, omit_defaults=True):
 
 
 class WorkerInfo(msgspec.Struct):
+    """One worker process: ``completed`` counts the requests it answered, by request type, since the daemon
+    started (across restarts)."""
+
     name: str
     pid: int | None
     state: str
     restarts: int
+    completed: dict[str, int] = {}
 
 
 class DaemonStatus(_Message):
@@ -237,6 +272,8 @@ class DaemonStatus(_Message):
 
 
 class VaultInfo(_Message):
+    """``vault create``, ``vault policy`` and one row of ``vault list``; ``id`` is 16 lowercase hex digits."""
+
     id: str
     name: str
     device_only: bool
@@ -253,10 +290,14 @@ class VaultDetail(_Message):
 
 
 class VaultListing(_Message):
+    """``vault list``."""
+
     vaults: list[VaultInfo]
 
 
 class RecordRef(_Message):
+    """``memory add`` and ``memory update``: the record's id and the revision just written."""
+
     id: str
     revision: int
 
@@ -276,6 +317,8 @@ class RecordView(_Message):
 
 
 class RecordSummary(msgspec.Struct):
+    """One row of ``memory list``: the latest revision of a record, without body or metadata."""
+
     id: str
     revision: int
     kind: RecordKind
@@ -284,10 +327,14 @@ class RecordSummary(msgspec.Struct):
 
 
 class RecordListing(_Message):
+    """``memory list``."""
+
     records: list[RecordSummary]
 
 
 class ErrorInfo(msgspec.Struct):
+    """A stable error code (listed in :mod:`memories.errors`) and a message for people."""
+
     code: str
     message: str
 
@@ -306,10 +353,14 @@ class JobInfo(msgspec.Struct):
 
 
 class JobListing(_Message):
+    """``jobs`` and ``jobs cancel``."""
+
     jobs: list[JobInfo]
 
 
 class JobStarted(_Message):
+    """A job left running in the background (``rag index --background``); ``memories jobs`` follows it."""
+
     job_id: int
 
 
@@ -325,6 +376,8 @@ class IngestResult(msgspec.Struct):
 
 
 class IngestReport(_Message):
+    """``rag ingest``: one result per path found (files stored, refused or skipped)."""
+
     results: list[IngestResult]
 
 
@@ -350,12 +403,17 @@ class SearchHit(msgspec.Struct, omit_defaults=True):
 
 
 class SearchReport(_Message):
+    """``rag search``: the mode actually used and the chunks in rank order, labelled S1..Sn."""
+
     mode: SearchMode
     match_mode: MatchMode
     results: list[SearchHit]
 
 
 class ChunkHit(msgspec.Struct):
+    """One chunk of a ``memory search`` record: citation label, and ``byte_start``/``byte_end`` in UTF-8
+    bytes of the record's body, half-open."""
+
     label: str
     byte_start: int
     byte_end: int
@@ -363,6 +421,8 @@ class ChunkHit(msgspec.Struct):
 
 
 class RecordHit(msgspec.Struct):
+    """One record of ``memory search``: its best chunk's score and up to 3 of its chunks, best first."""
+
     id: str
     revision: int
     title: str
@@ -371,10 +431,15 @@ class RecordHit(msgspec.Struct):
 
 
 class MemorySearchReport(_Message):
+    """``memory search``: records in rank order; chunk labels S1..Sn run across the records."""
+
     results: list[RecordHit]
 
 
 class ModelState(msgspec.Struct):
+    """The embedding model in ``rag status``: files present, hashes match the manifest, the vector space
+    key once loaded (else null), and its folder."""
+
     installed: bool
     verified: bool
     space_key: str | None
@@ -417,6 +482,8 @@ class InstalledFile(msgspec.Struct):
 
 
 class InstallReport(_Message):
+    """``rag model-install``: the model folder and each of its files."""
+
     path: str
     files: list[InstalledFile]
 
@@ -451,11 +518,16 @@ class Progress(_Message):
 
 
 class Reply(_Message):
+    """The final frame of a request that succeeded: the command's result and any warnings."""
+
     result: Result
     warnings: list[str] = []
 
 
 class Failure(_Message):
+    """The final frame of a request that failed: a stable ``code`` (:mod:`memories.errors`), a message and
+    machine-readable ``details``."""
+
     code: str
     message: str
     details: dict[str, object] = {}
@@ -499,6 +571,9 @@ class IndexSync(_Message):
     deletes: list[str]
     final: bool
     fresh: bool = False
+    expected: dict[str, int] = {}
+    """With ``final``: every eligible record id -> revision. The worker drops any other record, and answers
+    :class:`IndexStale` instead of stamping the epoch if the cache does not hold exactly these revisions."""
 
 
 class IndexQuery(_Message):
@@ -563,12 +638,23 @@ class EmbedLoad(_Message):
 
 
 class EmbedBatch(_Message):
-    """Embed exact model inputs (prefixes already applied): float32[n, dim] comes back."""
+    """Embed exact model inputs (prefixes already applied): float32[n, dim] comes back. ``model`` names the model
+    so a worker restarted since the last load loads it again by itself."""
 
     inputs: list[str]
+    model: EmbedLoad
 
 
 class EmbedQuery(_Message):
+    """Embed one search query (the worker applies the query prefix): float32[1, dim] comes back."""
+
+    query: str
+    model: EmbedLoad
+
+
+class IndexCheckQuery(_Message):
+    """Analyze a query without searching (limits, term count), before any costly step of a search."""
+
     query: str
 
 
@@ -584,6 +670,7 @@ class DownloadModel(_Message):
 
 WorkerRequest = (
     IndexSync
+    | IndexCheckQuery
     | IndexQuery
     | IndexMissing
     | IndexStoreVectors
@@ -602,11 +689,18 @@ class IndexStale(_Message):
 
 
 class IndexSynced(_Message):
-    records: int
-    chunks: int
+    """:class:`IndexSync` applied; with ``final``, the cache is at the request's epoch."""
+
+
+class QueryChecked(_Message):
+    """The query is within the limits; ``terms`` distinct analyzed terms (0: it finds nothing)."""
+
+    terms: int
 
 
 class IndexHits(_Message):
+    """:class:`IndexQuery` results: at most ``limit`` chunks in rank order, labels left for the supervisor."""
+
     hits: list[SearchHit]
 
 
@@ -620,10 +714,15 @@ class MissingInputs(_Message):
 
 
 class VectorsStored(_Message):
+    """:class:`IndexStoreVectors` done; ``stored`` counts the vectors that were new."""
+
     stored: int
 
 
 class IndexState(_Message):
+    """:class:`IndexStatus` of one vault's cache (zeros when not ``cached``); ``last_build`` in Unix
+    seconds, ``vector_bytes`` held in memory."""
+
     cached: bool
     records: int
     chunks: int
@@ -635,6 +734,8 @@ class IndexState(_Message):
 
 
 class ModelLoaded(_Message):
+    """:class:`EmbedLoad` done: the vector space key, the vector dimension and load warnings."""
+
     space_key: str
     dimension: int
     warnings: list[str] = []
@@ -644,17 +745,19 @@ class Vectors(_Message):
     """float32[n, dimension] as raw little-endian bytes."""
 
     vectors: bytes
-    count: int
     dimension: int
 
 
 class ModelInstalled(_Message):
+    """:class:`DownloadModel` done: every model file and what this run transferred."""
+
     files: list[InstalledFile]
 
 
 WorkerReplyBody = (
     IndexStale
     | IndexSynced
+    | QueryChecked
     | IndexHits
     | MissingInputs
     | VectorsStored
@@ -666,6 +769,9 @@ WorkerReplyBody = (
 
 
 class WorkerCall(_Message):
+    """One request to a worker; ``id`` (unique per worker process) ties its progress, reply and
+    :class:`WorkerCancel` to it."""
+
     id: int
     body: WorkerRequest
 
@@ -683,10 +789,12 @@ class WorkerHello(_Message):
     """First frame of a worker: it is up and reading."""
 
     name: str
-    pid: int
 
 
 class WorkerProgress(_Message):
+    """Progress of request ``id``: ``done`` of ``total`` (``None``: unknown) ``unit``, relayed to the
+    client as :class:`Progress`."""
+
     id: int
     done: int
     total: int | None
@@ -694,11 +802,15 @@ class WorkerProgress(_Message):
 
 
 class WorkerResult(_Message):
+    """The reply to request ``id``."""
+
     id: int
     body: WorkerReplyBody
 
 
 class WorkerFailure(_Message):
+    """Request ``id`` failed: a stable error code, a message and details, as in :class:`Failure`."""
+
     id: int
     code: str
     message: str

@@ -19,8 +19,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-CORPUS = REPO / "tests" / "corpus"
+CORPUS = Path(__file__).resolve().parents[1] / "tests" / "corpus"
+"""The sample notes shipped with the project (``tests/corpus/SOURCES.md`` gives their sources and licences)."""
 PASSPHRASE = "demo passphrase, not a secret"
 
 SEARCHES = [

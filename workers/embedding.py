@@ -16,7 +16,6 @@ from pathlib import Path  # noqa: E402  (after the opt-out, on purpose)
 import msgspec  # noqa: E402
 
 from memories import protocol as p  # noqa: E402
-from memories.errors import MemoriesError  # noqa: E402
 from memories.models.local_onnx import LocalOnnxEmbedder  # noqa: E402
 from memories.models.manifest import Manifest  # noqa: E402
 from workers.loop import Context, run_worker  # noqa: E402
@@ -24,8 +23,8 @@ from workers.loop import Context, run_worker  # noqa: E402
 _loaded: tuple[p.EmbedLoad, LocalOnnxEmbedder] | None = None
 
 
-def load(request: p.EmbedLoad, ctx: Context) -> p.ModelLoaded:
-    """Load the model (or reuse it when the same one is loaded); raises ``model_invalid``."""
+def _ensure(request: p.EmbedLoad) -> LocalOnnxEmbedder:
+    """The model ``request`` names, loaded now unless it already is; raises ``model_invalid``."""
     global _loaded
     if _loaded is None or _loaded[0] != request:
         manifest = msgspec.json.decode(request.manifest, type=Manifest) if request.manifest else None
@@ -37,26 +36,25 @@ def load(request: p.EmbedLoad, ctx: Context) -> p.ModelLoaded:
             manifest=manifest,
         )
         _loaded = (request, embedder)
-    embedder = _loaded[1]
-    return p.ModelLoaded(space_key=embedder.space_key, dimension=embedder.dimension, warnings=embedder.warnings)
-
-
-def _embedder() -> LocalOnnxEmbedder:
-    if _loaded is None:
-        raise MemoriesError("model_not_installed", "the embedding model is not loaded")
     return _loaded[1]
+
+
+def load(request: p.EmbedLoad, ctx: Context) -> p.ModelLoaded:
+    """Load the model and report its vector space key; raises ``model_invalid``."""
+    embedder = _ensure(request)
+    return p.ModelLoaded(space_key=embedder.space_key, dimension=embedder.dimension, warnings=embedder.warnings)
 
 
 def embed_batch(request: p.EmbedBatch, ctx: Context) -> p.Vectors:
     """float32[n, 768] for exact model inputs, sorted by token length inside the request."""
-    vectors = _embedder().embed(request.inputs)
-    return p.Vectors(vectors=vectors.tobytes(), count=vectors.shape[0], dimension=vectors.shape[1])
+    vectors = _ensure(request.model).embed(request.inputs)
+    return p.Vectors(vectors=vectors.tobytes(), dimension=vectors.shape[1])
 
 
 def embed_query(request: p.EmbedQuery, ctx: Context) -> p.Vectors:
     """float32[1, 768] for a search query (query prefix applied here)."""
-    vectors = _embedder().embed_queries([request.query])
-    return p.Vectors(vectors=vectors.tobytes(), count=1, dimension=vectors.shape[1])
+    vectors = _ensure(request.model).embed_queries([request.query])
+    return p.Vectors(vectors=vectors.tobytes(), dimension=vectors.shape[1])
 
 
 if __name__ == "__main__":

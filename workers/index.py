@@ -11,11 +11,10 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from memories import protocol as p
+from memories.limits import MAX_CACHED_VAULTS
+from memories.rag.analysis import analyze_query
 from memories.rag.pipeline import VaultCache
 from workers.loop import Context, run_worker
-
-MAX_CACHED_VAULTS = 2
-"""R-21."""
 
 _caches: OrderedDict[str, VaultCache] = OrderedDict()
 
@@ -38,14 +37,30 @@ def _stale(cache: VaultCache | None, epoch: int) -> p.IndexStale | None:
 
 
 def sync(request: p.IndexSync, ctx: Context) -> p.IndexSynced | p.IndexStale:
-    if request.fresh:
-        _caches.pop(request.vault, None)
-    cache = _touch(request.vault, create=request.fresh)
-    if cache is None:  # evicted since the supervisor computed this delta: it must start over
-        return p.IndexStale(have=None)
-    cache.apply(request.upserts, request.deletes, request.epoch if request.final else None)
-    stats = cache.index.stats()
-    return p.IndexSynced(records=stats.records, chunks=stats.chunks)
+    """Apply one sync batch. A ``fresh`` batch starts a cache, unless one appeared meanwhile (another job built
+    it): then, as for a delta whose cache was evicted, the answer is :class:`IndexStale` and the supervisor computes
+    the delta again. The ``final`` batch drops records not ``expected`` and stamps the epoch only if the cache
+    then holds exactly the expected revisions."""
+    cache = _caches.get(request.vault)
+    if (cache is None) != request.fresh:
+        return p.IndexStale(have=cache.index.have() if cache is not None else None)
+    cache = _touch(request.vault, create=True)
+    assert cache is not None
+    cache.apply(request.upserts, request.deletes)
+    if request.final:
+        have = cache.index.have()
+        extra = [record_id for record_id in have if record_id not in request.expected]
+        if extra:
+            cache.apply([], extra)
+        if cache.index.have() != request.expected:
+            return p.IndexStale(have=cache.index.have())
+        cache.stamp(request.epoch)
+    return p.IndexSynced()
+
+
+def check_query(request: p.IndexCheckQuery, ctx: Context) -> p.QueryChecked:
+    """Raises ``query_too_long`` or ``too_many_terms``; otherwise the number of distinct terms."""
+    return p.QueryChecked(terms=len(analyze_query(request.query).terms))
 
 
 def query(request: p.IndexQuery, ctx: Context) -> p.IndexHits | p.IndexStale:
@@ -66,11 +81,12 @@ def missing(request: p.IndexMissing, ctx: Context) -> p.MissingInputs | p.IndexS
     return cache.missing(request.space_key, request.limit)
 
 
-def store_vectors(request: p.IndexStoreVectors, ctx: Context) -> p.VectorsStored:
-    """Vectors are content-addressed: stored whatever the epoch, dropped only if the vault left the cache."""
+def store_vectors(request: p.IndexStoreVectors, ctx: Context) -> p.VectorsStored | p.IndexStale:
+    """Vectors are content-addressed: stored whatever the epoch. If the vault left the cache (R-21 allows two),
+    its vectors went with it: :class:`IndexStale` tells the supervisor to rebuild before going on."""
     cache = _touch(request.vault, create=False)
     if cache is None:
-        return p.VectorsStored(stored=0)
+        return p.IndexStale(have=None)
     return p.VectorsStored(
         stored=cache.store_vectors(request.space_key, request.keys, request.vectors, request.dimension)
     )
@@ -92,6 +108,7 @@ if __name__ == "__main__":
         "index",
         {
             p.IndexSync: sync,
+            p.IndexCheckQuery: check_query,
             p.IndexQuery: query,
             p.IndexMissing: missing,
             p.IndexStoreVectors: store_vectors,

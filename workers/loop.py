@@ -21,7 +21,6 @@ import signal
 import sys
 import threading
 import time
-import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +29,7 @@ import msgspec
 from memories import protocol as p
 from memories.errors import MemoriesError
 from memories.framing import read_frame_fd, write_frame_fd
+from memories.logs import log_failure
 from memories.testing import load_hooks
 
 Handler = Callable[[Any, "Context"], Any]
@@ -62,6 +62,7 @@ class _Worker:
         self.out_fd = out_fd
         self.handlers = handlers
         self.calls: queue.SimpleQueue[p.WorkerCall] = queue.SimpleQueue()
+        self.pending: set[int] = set()  # ids queued or running: a cancel for any other id is ignored
         self.cancelled: set[int] = set()
         self._write_lock = threading.Lock()
         self._encoder = msgspec.msgpack.Encoder()
@@ -79,19 +80,26 @@ class _Worker:
             while (frame := read_frame_fd(self.in_fd)) is not None:
                 message = decoder.decode(frame)
                 if isinstance(message, p.WorkerCancel):
-                    self.cancelled.add(message.id)
+                    if message.id in self.pending:
+                        self.cancelled.add(message.id)
                 else:
+                    self.pending.add(message.id)
                     self.calls.put(message)
-        except Exception:
-            traceback.print_exc()
+        except Exception as exc:
+            log_failure(logging.getLogger(self.name), "reading a request failed", exc)
         os._exit(0)  # the supervisor closed our pipe or died: never outlive it
 
     def serve(self) -> None:
         threading.Thread(target=self.read_forever, name="reader", daemon=True).start()
-        self.send(p.WorkerHello(name=self.name, pid=os.getpid()))
+        self.send(p.WorkerHello(name=self.name))
         while True:
             call = self.calls.get()
-            self.send(self._handle(call))
+            if call.id in self.cancelled:  # cancelled while it waited in the queue: never started
+                reply: p.WorkerOutbound = p.WorkerFailure(id=call.id, code="cancelled", message="cancelled")
+            else:
+                reply = self._handle(call)
+            self.send(reply)
+            self.pending.discard(call.id)
             self.cancelled.discard(call.id)
 
     def _handle(self, call: p.WorkerCall) -> p.WorkerOutbound:
@@ -107,7 +115,7 @@ class _Worker:
         except MemoriesError as exc:
             return p.WorkerFailure(id=call.id, code=exc.code, message=exc.message, details=exc.details)
         except Exception as exc:
-            logging.getLogger(self.name).exception("request %s (%s) failed", call.id, kind)
+            log_failure(logging.getLogger(self.name), f"request {call.id} ({kind}) failed", exc)
             return p.WorkerFailure(
                 id=call.id, code="internal_error", message=f"{self.name} worker failed: {type(exc).__name__}"
             )

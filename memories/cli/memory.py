@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime
 import sys
-from typing import BinaryIO
+from typing import BinaryIO, get_args
 
 import click
 
@@ -17,8 +17,8 @@ from memories.cli.output import Session, command, one_line, table
 from memories.errors import MemoriesError
 from memories.limits import MAX_BODY_BYTES
 
-KINDS = ["memory", "card", "credential", "file"]
-SENSITIVITIES = ["general", "private"]
+KINDS = list(get_args(p.RecordKind))
+SENSITIVITIES = list(get_args(p.Sensitivity))
 
 
 @click.group()

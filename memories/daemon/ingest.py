@@ -84,21 +84,29 @@ class Ingest:
         vault = await daemon.resolve_unlocked(request.vault)
         if request.title is not None and (len(request.paths) != 1 or os.path.isdir(request.paths[0])):
             raise MemoriesError("invalid_argument", "--title needs exactly one file")
+        relative = [path for path in request.paths if not os.path.isabs(path)]
+        if relative:
+            raise MemoriesError("invalid_argument", f"paths must be absolute, not {relative[0]!r}")
         job = daemon.jobs.new_job("ingest", vault.id)
         conn.attach(job)
 
         async def work(job: Job) -> p.IngestReport:
             walked = await trio.to_thread.run_sync(_walk, request, abandon_on_cancel=True)
-            candidates = [c for c in walked if isinstance(c, _Candidate)]
-            results = [r for r in walked if isinstance(r, p.IngestResult)]
-            job.progress(0, len(candidates), "files")
-            for number, candidate in enumerate(candidates, 1):
-                job.check_budget({"done": number - 1, "total": len(candidates)})
-                results.append(await self._ingest_one(vault, candidate, request.title))
-                job.progress(number, len(candidates), "files")
+            total = sum(isinstance(item, _Candidate) for item in walked)
+            results: list[p.IngestResult] = []
+            done = 0
+            job.progress(done, total, "files")
+            for item in walked:  # results in the order the paths were given and walked
+                if isinstance(item, p.IngestResult):
+                    results.append(item)
+                    continue
+                job.check_budget({"done": done, "total": total})
+                results.append(await self._ingest_one(vault, item, request.title))
+                done += 1
+                job.progress(done, total, "files")
             if any(result.status in ("added", "updated") for result in results):
                 try:
-                    await daemon.retrieval.refresh(job, vault)
+                    await daemon.cache_sync.refresh(job, vault)
                 except MemoriesError as exc:  # the cards are stored; the index is rebuilt at the next search
                     conn.warnings.append(f"the cards are stored, but the search index is not up to date: {exc.message}")
             return p.IngestReport(results=results)
@@ -155,7 +163,25 @@ def _walk(request: p.RagIngest) -> list[_Candidate | p.IngestResult]:
         else:
             error = p.ErrorInfo(code="invalid_argument", message=f"{root} does not exist")
             found.append(p.IngestResult(path=raw, source=None, status="refused", error=error))
-    return found
+    return _refuse_repeated_sources(found)
+
+
+def _refuse_repeated_sources(found: list[_Candidate | p.IngestResult]) -> list[_Candidate | p.IngestResult]:
+    """The source is the card's key in the vault: two files of one run with the same source (``a/notes.md`` and
+    ``b/notes.md`` named directly) would silently become two revisions of one card, so the later ones are
+    refused."""
+    seen: dict[str, Path] = {}
+    kept: list[_Candidate | p.IngestResult] = []
+    for item in found:
+        if isinstance(item, _Candidate):
+            first = seen.setdefault(item.source, item.path)
+            if first != item.path:
+                message = f"{item.path} has the same source {item.source!r} as {first}; ingest one of them separately"
+                error = p.ErrorInfo(code="invalid_argument", message=message)
+                kept.append(p.IngestResult(path=str(item.path), source=item.source, status="refused", error=error))
+                continue
+        kept.append(item)
+    return kept
 
 
 def _walk_folder(root: Path, spec: pathspec.PathSpec, recursive: bool) -> list[_Candidate | p.IngestResult]:

@@ -37,6 +37,9 @@ def run_daemon(home: Home) -> None:
     except BlockingIOError:
         os.close(lock_fd)
         raise MemoriesError("daemon_already_running", f"a daemon already serves {home.root}") from None
+    os.ftruncate(lock_fd, 0)
+    os.write(lock_fd, f"{os.getpid()}\n".encode())  # so `daemon stop` can find a daemon that stopped answering
+    os.chdir(home.root)  # never keep the folder it was started from busy, nor resolve anything against it
     logging.basicConfig(
         stream=sys.stderr,
         level=logging.INFO,

@@ -3,7 +3,8 @@
 The folder is ``[rag] local_model_dir`` when set (used as found: it need not match the pinned hashes, but it
 must pass the load checks, and its file digests go into the vector space key), else
 ``<home>/models/embeddinggemma`` (installed by ``rag model-install`` from the pinned manifest). The model loads
-in ``workers.embedding`` on first use and again whenever that worker was restarted (crash, lock) since. When the
+in ``workers.embedding`` on first use; every embedding request carries the load request too, so a worker
+restarted since (crash, lock) loads it again by itself. When the
 files on disk change after they were loaded, every reply says a restart is needed (R-24).
 """
 
@@ -40,8 +41,8 @@ class Models:
         rag = daemon.config.rag
         self.user_supplied = rag.local_model_dir is not None
         self.path = Path(rag.local_model_dir) if rag.local_model_dir else Path(daemon.home.models_dir, "embeddinggemma")
+        self._request: p.EmbedLoad | None = None
         self._loaded: p.ModelLoaded | None = None
-        self._loaded_pid: int | None = None
         self._fingerprint: _Fingerprint | None = None
         self._unverified = False
 
@@ -73,7 +74,7 @@ class Models:
 
     async def _verified(self) -> bool:
         """Every file matches the manifest (hashes cached per file identity, so this is cheap after once)."""
-        from memories.models.install import verify_installed
+        from memories.models.verify import verify_installed
 
         status = await trio.to_thread.run_sync(verify_installed, self.manifest, self.path)
         return status.verified
@@ -100,8 +101,7 @@ class Models:
                 "model_not_installed",
                 f"no embedding model in {where}; run `memories rag model-install`, or search with --mode bm25",
             )
-        worker = self._worker
-        if self._loaded is None or self._loaded_pid != worker.pid:
+        if self._loaded is None:
             verified = not self.user_supplied and await self._verified()
             self._unverified = not self.user_supplied and not verified
             request = p.EmbedLoad(
@@ -112,24 +112,26 @@ class Models:
                 manifest=msgspec.json.encode(self.manifest) if verified else None,
             )
             fingerprint = self._fingerprint_now()
-            reply = await worker.call(request)
+            reply = await self._worker.call(request)
             assert isinstance(reply, p.ModelLoaded)
-            self._loaded, self._loaded_pid, self._fingerprint = reply, worker.pid, fingerprint
+            self._request, self._loaded, self._fingerprint = request, reply, fingerprint
         return self._loaded.space_key
+
+    def _model(self) -> p.EmbedLoad:
+        """The load request every embedding call carries, so a restarted worker loads the model by itself."""
+        assert self._request is not None, "space_key() loads the model before any embedding call"
+        return self._request
 
     async def embed_query(self, job: Job, query: str) -> bytes:
         """float32[768] bytes of the query vector."""
-        worker = self._worker
-        worker.holds_plaintext = True
-        reply = await job.call(worker, p.EmbedQuery(query=query), epoch=False)
+        reply = await job.call(self._worker, p.EmbedQuery(query=query, model=self._model()), epoch=False)
         assert isinstance(reply, p.Vectors)
         return reply.vectors
 
     async def embed_documents(self, job: Job, inputs: list[str]) -> p.Vectors:
         """One batch; the caller checked the budget, and the vectors are content-addressed (no epoch check)."""
-        worker = self._worker
-        worker.holds_plaintext = True
-        reply = await job.call(worker, p.EmbedBatch(inputs=inputs), budget=False, epoch=False)
+        body = p.EmbedBatch(inputs=inputs, model=self._model())
+        reply = await job.call(self._worker, body, budget=False, epoch=False)
         assert isinstance(reply, p.Vectors)
         return reply
 

@@ -21,6 +21,7 @@ from memories import protocol as p
 from memories.daemon.jobs import Job
 from memories.errors import MemoriesError
 from memories.framing import MAX_CLIENT_FRAME, FrameStream
+from memories.logs import log_failure
 
 log = logging.getLogger("memories.server")
 
@@ -52,7 +53,10 @@ class Connection:
             self._send_progress.send_nowait(event)
 
     async def send(self, frame: p.ServerFrame) -> None:
-        await self._frames.send(self._encoder.encode(frame))
+        """Write one whole frame; shielded, so a cancellation never leaves half a progress event before the reply."""
+        payload = self._encoder.encode(frame)
+        with trio.CancelScope(shield=True):
+            await self._frames.send(payload)
 
     async def pump_progress(self) -> None:
         async for event in self._progress:
@@ -127,11 +131,13 @@ async def _serve_one(stream: trio.SocketStream, handle: Handler, warnings: Calla
         except MemoriesError as exc:
             notes = warnings() + conn.warnings
             await conn.send(p.Failure(code=exc.code, message=exc.message, details=exc.details, warnings=notes))
-        except Exception:
-            log.exception("request failed")
+        except Exception as exc:
+            log_failure(log, "a request failed", exc)
             await conn.send(p.Failure(code="internal_error", message="the daemon failed; see its log"))
     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
         pass  # the client went away before its answer
+    except Exception as exc:  # last resort: one connection's trouble must never reach the daemon's nursery
+        log_failure(log, "answering a request failed", exc)
     finally:
         await stream.aclose()
 

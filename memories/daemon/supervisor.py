@@ -20,6 +20,8 @@ import trio
 
 from memories import protocol as p
 from memories.config import Config, config_digest
+from memories.daemon.cache_sync import CacheSync
+from memories.daemon.indexing import Indexing
 from memories.daemon.ingest import Ingest
 from memories.daemon.jobs import Epochs, JobManager
 from memories.daemon.keyring import Keyring
@@ -39,6 +41,9 @@ log = logging.getLogger("memories.daemon")
 T = TypeVar("T")
 
 WORKER_NAMES = ("index", "embedding", "remote")
+PLAINTEXT_WORKERS = ("index", "embedding")
+"""Workers that are handed record text; ``remote`` only downloads the model for now (remote embedding and
+generation will hand it chunks and join this list)."""
 
 _ALWAYS_ALLOWED = (p.Status, p.Stop)
 
@@ -61,9 +66,11 @@ class Daemon:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         environments = {"index": env, "embedding": {**env, **TELEMETRY_ENVIRONMENT}, "remote": env}
         self.workers = {
-            name: WorkerHandle(name, environments[name], log_file, self._count_drop) for name in WORKER_NAMES
+            name: WorkerHandle(name, environments[name], log_file, self._count_drop, home.root) for name in WORKER_NAMES
         }
         self.models = Models(self)
+        self.cache_sync = CacheSync(self)
+        self.indexing = Indexing(self)
         self.retrieval = Retrieval(self)
         self.ingest = Ingest(self)
         self._db_limiter = trio.CapacityLimiter(1)
@@ -108,9 +115,13 @@ class Daemon:
         return await trio.to_thread.run_sync(fn, *args, limiter=self._db_limiter)
 
     def warnings(self) -> list[str]:
-        """What every reply tells the client about the daemon itself (R-09, R-24)."""
+        """What every reply tells the client about the daemon itself (R-09, R-24). Never raises."""
         notes = []
-        if config_digest(Path(self.home.config_path)) != self.config_digest:
+        try:
+            digest = config_digest(Path(self.home.config_path))
+        except MemoriesError as exc:
+            digest = exc.message
+        if digest != self.config_digest:
             notes.append(
                 f"{self.home.config_path} changed since the daemon started; restart it to apply the change "
                 "(memories daemon stop && memories daemon start)"
@@ -136,17 +147,23 @@ class Daemon:
                 continue
             if trio.current_time() - self._last_activity >= minutes * 60:
                 log.info("idle for %g minutes: locking", minutes)
-                self.lock()
+                await self.lock()
 
-    def lock(self) -> None:
-        """Drop keys and decrypted headers, cancel every vault job, restart workers that saw plaintext (R-44)."""
-        self.keyring.lock()
-        self.vaults.forget()
-        self.epochs.bump_all()
-        self.jobs.cancel_where("vault_locked")
-        for worker in self.workers.values():
-            if worker.holds_plaintext:
-                worker.kill()
+    async def lock(self) -> None:
+        """Drop keys and decrypted headers, cancel every vault job, restart the workers that are handed plaintext
+        (index and embedding; R-44).
+
+        Taken under the store's limiter, so it never interleaves with a store call in its thread: an add is
+        either committed and acknowledged before the lock, or refused after it, and an unlock that is deriving
+        its key finishes before the lock drops it.
+        """
+        async with self._db_limiter:
+            self.keyring.lock()
+            self.vaults.forget()
+            self.epochs.bump_all()
+            self.jobs.cancel_where("vault_locked")
+            for name in PLAINTEXT_WORKERS:
+                self.workers[name].kill()
 
     def content_changed(self, vault: VaultRow) -> None:
         """A vault's content or policy changed: its caches are stale from now on (R-19)."""
@@ -233,7 +250,7 @@ class Daemon:
         return p.Done(ok=True, locked=False)
 
     async def _lock(self, request: p.Lock, conn: Connection) -> p.Result:
-        self.lock()
+        await self.lock()
         return p.Done(ok=True, locked=True)
 
     async def _vault_create(self, request: p.VaultCreate, conn: Connection) -> p.Result:
@@ -319,7 +336,7 @@ class Daemon:
         return await self.retrieval.status(request, conn)
 
     async def _rag_index(self, request: p.RagIndex, conn: Connection) -> p.Result:
-        return await self.retrieval.index(request, conn)
+        return await self.indexing.index(request, conn)
 
     async def _rag_ingest(self, request: p.RagIngest, conn: Connection) -> p.Result:
         return await self.ingest.run(request, conn)

@@ -23,7 +23,7 @@ from memories.limits import MAX_BODY_BYTES, MAX_META_ENTRIES, MAX_META_VALUE_BYT
 from memories.protocol import IndexRecord, RecordKind, RecordSummary, RecordView, Sensitivity
 from memories.store import RevisionRow, Store, VaultRow
 
-_META_KEY = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_META_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
 class RecordHeader(msgspec.Struct, forbid_unknown_fields=True):
@@ -300,7 +300,7 @@ def _check_meta(meta: dict[str, str]) -> dict[str, str]:
     if len(meta) > MAX_META_ENTRIES:
         raise MemoriesError("invalid_argument", f"more than {MAX_META_ENTRIES} metadata entries")
     for key, value in meta.items():
-        if not _META_KEY.match(key):
+        if not _META_KEY.fullmatch(key):
             raise MemoriesError("invalid_argument", f"metadata key {key!r} must be 1-64 of [A-Za-z0-9_.-]")
         if len(value.encode("utf-8")) > MAX_META_VALUE_BYTES:
             raise MemoriesError("invalid_argument", f"metadata value of {key!r} exceeds {MAX_META_VALUE_BYTES} bytes")

@@ -34,7 +34,8 @@ _HEALTHY_AFTER = 30.0
 
 
 class _Pending:
-    def __init__(self, on_progress: ProgressCallback | None) -> None:
+    def __init__(self, kind: str, on_progress: ProgressCallback | None) -> None:
+        self.kind = kind
         self.done = trio.Event()
         self.on_progress = on_progress
         self.outcome: p.WorkerResult | p.WorkerFailure | MemoriesError | None = None
@@ -48,14 +49,16 @@ class WorkerHandle:
         env: the child's full environment.
         log_file: an open file the child's stdout and stderr go to.
         on_drop: called for every reply that arrives for a request nobody waits for any more.
+        cwd: the child's working folder (the home).
     """
 
-    def __init__(self, name: str, env: dict[str, str], log_file: Any, on_drop: Callable[[], None]) -> None:
+    def __init__(self, name: str, env: dict[str, str], log_file: Any, on_drop: Callable[[], None], cwd: str) -> None:
         self.name = name
+        self._cwd = cwd
         self.pid: int | None = None
         self.state = "starting"
         self.restarts = 0
-        self.holds_plaintext = False
+        self.completed: dict[str, int] = {}
         self._env = env
         self._log_file = log_file
         self._on_drop = on_drop
@@ -69,7 +72,9 @@ class WorkerHandle:
         self._encoder = msgspec.msgpack.Encoder()
 
     def info(self) -> p.WorkerInfo:
-        return p.WorkerInfo(name=self.name, pid=self.pid, state=self.state, restarts=self.restarts)
+        return p.WorkerInfo(
+            name=self.name, pid=self.pid, state=self.state, restarts=self.restarts, completed=dict(self.completed)
+        )
 
     async def supervise(self) -> None:
         """Run the process, restarting it whenever it exits, until :meth:`stop`."""
@@ -102,18 +107,15 @@ class WorkerHandle:
             await self._up.wait()
         frames = self._frames
         request_id = next(self._ids)
-        pending = _Pending(on_progress)
+        pending = _Pending(type(body).__name__, on_progress)
         self._pending[request_id] = pending
         try:
-            payload = self._encoder.encode(p.WorkerCall(id=request_id, body=body))
-            async with self._send_lock:
-                await frames.send(payload)
+            await self._send(frames, p.WorkerCall(id=request_id, body=body))
             await pending.done.wait()
         finally:
             if self._pending.pop(request_id, None) is not None and self._frames is frames:
-                with trio.CancelScope(shield=True), trio.move_on_after(1):
-                    async with self._send_lock:
-                        await frames.send(self._encoder.encode(p.WorkerCancel(id=request_id)))
+                with trio.CancelScope(shield=True):
+                    await self._send(frames, p.WorkerCancel(id=request_id))
         outcome = pending.outcome
         if isinstance(outcome, MemoriesError):
             raise outcome
@@ -122,11 +124,26 @@ class WorkerHandle:
         assert isinstance(outcome, p.WorkerResult)
         return outcome.body
 
+    async def _send(self, frames: FrameStream, message: p.WorkerInbound) -> None:
+        """Write one whole frame. Shielded: a frame cut by a cancellation would leave the worker waiting for the
+        rest of it forever (its reader thread always drains the pipe, so the write completes). A dead worker's
+        pipe is ``worker_crashed``.
+
+        Raises:
+            MemoriesError: ``worker_crashed``.
+        """
+        payload = self._encoder.encode(message)
+        with trio.CancelScope(shield=True):
+            try:
+                async with self._send_lock:
+                    await frames.send(payload)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                raise MemoriesError("worker_crashed", f"the {self.name} worker closed its pipe") from None
+
     def kill(self) -> None:
         """SIGKILL the current process; :meth:`supervise` starts a fresh one (used by lock: plaintext goes away)."""
         if self._process is not None and self._process.returncode is None:
             self._process.kill()
-        self.holds_plaintext = False
 
     def stop(self) -> None:
         """Kill the process for good (daemon shutdown)."""
@@ -138,12 +155,14 @@ class WorkerHandle:
         out_read, out_write = os.pipe()
         try:
             process = await trio.lowlevel.open_process(
-                [sys.executable, "-m", f"workers.{self.name}", str(in_read), str(out_write)],
+                # -P: never import from the working folder; cwd: the home, not wherever the daemon started
+                [sys.executable, "-P", "-m", f"workers.{self.name}", str(in_read), str(out_write)],
                 pass_fds=(in_read, out_write),
                 stdin=subprocess.DEVNULL,
                 stdout=self._log_file,
                 stderr=self._log_file,
                 env=self._env,
+                cwd=self._cwd,
             )
         finally:
             os.close(in_read)
@@ -173,11 +192,12 @@ class WorkerHandle:
             self._frames = None
             self._up = trio.Event()
             self.state = "restarting"
+            if process.returncode is None:
+                process.kill()  # we stop reading it (daemon shutdown, a bad frame): it must not linger
             with trio.CancelScope(shield=True):
                 code = await process.wait()
                 await frames.aclose()
         self._process = None
-        self.holds_plaintext = False
         if code < 0:
             return f"was killed by signal {-code}"
         return f"exited with status {code}" if code else reason
@@ -188,6 +208,7 @@ class WorkerHandle:
             log.info("dropped a late reply from %s for request %s", self.name, message.id)
             self._on_drop()
             return
+        self.completed[pending.kind] = self.completed.get(pending.kind, 0) + 1
         pending.outcome = message
         pending.done.set()
 

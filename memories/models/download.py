@@ -70,8 +70,9 @@ def download_file(
 ) -> int:
     """Download ``url`` to ``dest`` (``size`` bytes, lowercase hex ``sha256``), resuming ``<dest>.part``.
 
-    Every attempt follows at most 5 redirects (:data:`~memories.models.http.DOWNLOAD_REDIRECTS`); failures
-    that are retried (connection and read errors, 429/5xx, a body cut short) use ``retry``, and a retry
+    Every attempt follows at most 5 redirects (:data:`~memories.models.http.DOWNLOAD_REDIRECTS`), each checked by
+    :func:`memories.urls.redirect_problem` (from ``https://`` only to ``https://``, a signed query allowed);
+    failures that are retried (connection and read errors, 429/5xx, a body cut short) use ``retry``, and a retry
     resumes from the bytes on disk. ``budget_seconds`` (``download_timeout_seconds``) bounds the whole file:
     hashing the old part, every attempt and every wait. ``client`` comes from
     :func:`~memories.models.http.build_client`.

@@ -18,6 +18,11 @@ from numpy.typing import NDArray
 
 FloatMatrix = NDArray[np.float32]
 
+DIMENSION = 768
+"""EmbeddingGemma's output width (R-25; its model card, "Inputs and outputs"): every vector of the local ONNX
+backend, and the default width of :class:`memories.rag.vectors.VectorStore`. Other backends report theirs as
+:attr:`EmbeddingBackend.dimension`."""
+
 QUERY_PREFIX = "task: search result | query: "
 """EmbeddingGemma model card, "Prompt instructions": the retrieval query prompt."""
 DOCUMENT_PREFIX = "title: {title} | text: "
@@ -81,7 +86,3 @@ class EmbeddingBackend(abc.ABC):
     def embed_queries(self, queries: Sequence[str]) -> FloatMatrix:
         """Vectors float32 ``[len(queries), dimension]`` of search queries."""
         return self.embed([self.query_input(query) for query in queries])
-
-    def embed_documents(self, documents: Sequence[tuple[str | None, str]]) -> FloatMatrix:
-        """Vectors float32 ``[len(documents), dimension]`` of ``(title, chunk text)`` pairs."""
-        return self.embed([self.document_input(title, text) for title, text in documents])

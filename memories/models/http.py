@@ -6,6 +6,8 @@ Every outbound request of ``workers.remote`` goes through three pieces, from the
     with_retries(attempt, ...)          1 + retries attempts; backoff or Retry-After; deadline; cancel
       attempt(): open_response(...)     one attempt: redirects by policy; status -> error or TransientFailure
 
+Which URLs may be requested, redirected to or used as proxies is :mod:`memories.urls` (the URL policy).
+
 Proxy choice, per request (R-38):
 
 1. a loopback target (``127.0.0.0/8``, ``::1``, ``localhost``) connects directly, whatever the proxy settings;
@@ -41,8 +43,9 @@ import certifi
 import httpx
 
 from memories import __version__
-from memories.config import HttpConfig, is_loopback_host
+from memories.config import HttpConfig
 from memories.errors import MemoriesError
+from memories.urls import is_loopback_host, proxy_problem, redirect_problem, target_problem
 
 T = TypeVar("T")
 
@@ -60,22 +63,19 @@ USER_AGENT = f"memories/{__version__}"
 
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 _SLEEP_SLICE_SECONDS = 0.05
-_PROXY_SCHEMES = ("http", "https", "socks5", "socks5h")
 
 
 @dataclass(frozen=True)
 class RedirectPolicy:
-    """How many redirects one attempt follows; 0 refuses every redirect (model operation URLs, R-39).
+    """How many redirects one attempt follows (R-39).
 
-    Every followed target must pass :func:`url_problem`: ``https://``, or ``http://`` only to a loopback host,
-    and no credentials. A query string is allowed on a target: content hosts sign their URLs that way.
+    Every followed redirect must pass :func:`memories.urls.redirect_problem`: from ``https://`` only to
+    ``https://`` (any host; a signed query string is fine), from a plain ``http://`` loopback URL to ``http://``
+    loopback or ``https://``; never credentials.
     """
 
     max_redirects: int
 
-
-REFUSE_REDIRECTS = RedirectPolicy(0)
-"""For model operation URLs (embeddings, generation, rerank): any redirect is ``unsafe_redirect``."""
 
 DOWNLOAD_REDIRECTS = RedirectPolicy(5)
 """For model downloads: Hugging Face answers ``resolve`` URLs with a redirect to a signed content-host URL."""
@@ -207,26 +207,10 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
     return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
 
 
-def url_problem(url: httpx.URL | str) -> str | None:
-    """Why the URL policy refuses ``url`` as a target (R-31), or ``None`` when it is allowed.
-
-    Allowed: ``https://`` to any host, ``http://`` only to a loopback host; never credentials in the URL.
-    (The no-query rule for configured operation URLs is checked at config load; download redirects carry
-    signed queries.)
-    """
-    url = httpx.URL(url)
-    if url.scheme not in ("https", "http") or not url.host:
-        return f"{url.scheme or 'no'} scheme (only https:// is allowed)"
-    if url.scheme == "http" and not is_loopback_host(url.host):
-        return f"plain http:// to the non-loopback host {url.host}"
-    if url.userinfo:
-        return "credentials in the URL"
-    return None
-
-
 def shown_url(url: httpx.URL | str) -> str:
-    """``url`` without its query string and fragment, for messages: a signed query is a short-lived secret."""
-    return str(httpx.URL(url).copy_with(query=None, fragment=None))
+    """``url`` without credentials, query string and fragment, for messages: a signed query is a short-lived
+    secret, and a refused redirect target may carry a password."""
+    return str(httpx.URL(url).copy_with(userinfo=b"", query=None, fragment=None))
 
 
 def make_ssl_context(ca_bundle: str | None) -> ssl.SSLContext:
@@ -258,8 +242,9 @@ def build_client(config: HttpConfig) -> httpx.Client:
     context manager.
 
     Raises:
-        MemoriesError: ``invalid_config`` for an unreadable ``ca_bundle`` or an environment proxy URL whose
-            scheme is not http, https, socks5 or socks5h.
+        MemoriesError: ``invalid_config`` for an unreadable ``ca_bundle`` or an environment proxy URL that
+            :func:`memories.urls.proxy_problem` refuses (a scheme other than http, https, socks5 or socks5h, or
+            no host).
     """
     context = make_ssl_context(config.ca_bundle)
     direct = httpx.HTTPTransport(verify=context, trust_env=False)
@@ -311,11 +296,14 @@ def open_response(
         TransientFailure: 429, 500, 502, 503 or 504 (with ``Retry-After``, if any).
         httpx.TransportError: connection, TLS, proxy or read failures (:func:`with_retries` retries them).
         MemoriesError: ``auth_failed`` (401/403), ``upstream_error`` (other 4xx/5xx, a 3xx without
-            ``Location``), ``unsafe_redirect`` (a redirect the policy refuses, or more than
-            ``redirects.max_redirects``), ``invalid_argument`` (``url`` itself breaks the URL policy).
+            ``Location``), ``unsafe_redirect`` (a redirect :func:`memories.urls.redirect_problem` refuses, such as
+            https:// to http://, or more than ``redirects.max_redirects``), ``invalid_argument`` (``url`` itself
+            fails :func:`memories.urls.target_problem`).
     """
     current = httpx.URL(url)
-    problem = url_problem(current)
+    # The policy reads httpx's normalized URL, so it sees the host httpx connects to (a backslash before "@"
+    # is already percent-encoded into the userinfo there).
+    problem = target_problem(str(current))
     if problem:
         raise MemoriesError("invalid_argument", f"{shown_url(current)}: refused by the URL policy ({problem})")
     followed = 0
@@ -328,18 +316,12 @@ def open_response(
         if status in _REDIRECT_STATUSES:
             location = response.headers.get("location")
             response.close()
-            if redirects.max_redirects == 0:
-                raise MemoriesError(
-                    "unsafe_redirect",
-                    f"{shown_url(url)} answered HTTP {status} (a redirect); this URL may not redirect",
-                    {"status": status},
-                )
             if location is None:
                 raise MemoriesError(
                     "upstream_error", f"{shown_url(current)} answered HTTP {status} without a Location header"
                 )
             target = current.join(location)
-            problem = url_problem(target)
+            problem = redirect_problem(str(current), str(target))
             if problem:
                 raise MemoriesError(
                     "unsafe_redirect",
@@ -466,13 +448,10 @@ def _proxy_transport(url: str, context: ssl.SSLContext) -> httpx.HTTPTransport:
 
 
 def _check_env_proxy(url: str, scheme: str) -> None:
-    proxy_scheme = url.split("://", 1)[0].lower()
-    if proxy_scheme not in _PROXY_SCHEMES:
-        raise MemoriesError(
-            "invalid_config",
-            f"the {scheme.upper()}_PROXY environment variable names a {proxy_scheme}:// proxy; "
-            "supported: http, https, socks5, socks5h",
-        )
+    problem = proxy_problem(url, credentials_allowed=True)
+    if problem:
+        # No URL in the message: the variable may hold the proxy's password.
+        raise MemoriesError("invalid_config", f"the {scheme.upper()}_PROXY environment variable refused: {problem}")
 
 
 def _cut_timeout(base: httpx.Timeout, deadline: Deadline | None) -> httpx.Timeout:

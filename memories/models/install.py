@@ -1,4 +1,4 @@
-"""Install the files of a pinned manifest into a folder, and tell whether a folder holds them (R-23, R-24).
+"""Install the files of a pinned manifest into a folder (R-23, R-24).
 
 :func:`install_model` is what ``memories rag model-install`` runs inside ``workers.remote``::
 
@@ -9,15 +9,14 @@
 An existing file that does not match is never replaced or deleted: it may be the user's own export. Only bytes
 whose SHA-256 is pinned in the manifest are ever stored under a model file's name.
 
-:func:`verify_installed` backs ``rag status``; SHA-256 results are cached in memory by the file's identity
-(path, size, mtime in ns, inode), so calling it often costs a few ``stat`` calls.
+Checking a folder without installing (``rag status``) is :mod:`memories.models.verify`, which the supervisor
+imports without httpx; this module uses it for the first step.
 """
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import os
-import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
@@ -27,18 +26,16 @@ import msgspec
 from memories.config import HttpConfig
 from memories.errors import MemoriesError
 from memories.models.download import copy_file, download_file
-from memories.models.http import CancelCheck, RetryPolicy, build_client, check_cancelled, url_problem
+from memories.models.http import CancelCheck, RetryPolicy, build_client, check_cancelled
 from memories.models.manifest import Manifest, ManifestFile
+from memories.models.verify import remember_hash, verify_installed
+from memories.urls import endpoint_problem
 
 GEMMA_TERMS_URL = "https://ai.google.dev/gemma/terms"
 GEMMA_PROHIBITED_USE_URL = "https://ai.google.dev/gemma/prohibited_use_policy"
 
 NOTICE_NAME = "NOTICE"
 MODEL_CARD_NAME = "MODEL_CARD.md"
-
-_HASH_CHUNK_BYTES = 1024 * 1024
-_HASH_CACHE_ENTRIES = 256
-_hash_cache: dict[tuple[str, int, int, int], str] = {}
 
 
 class InstalledFile(msgspec.Struct, frozen=True):
@@ -66,18 +63,6 @@ class InstallProgress(msgspec.Struct, frozen=True):
     file_bytes_total: int
     bytes_done: int
     bytes_total: int
-
-
-class ModelStatus(msgspec.Struct, frozen=True):
-    """The model files in ``directory``: ``installed`` = every manifest path exists; ``verified`` = installed
-    and each is a regular file with the pinned size and SHA-256. ``missing`` and ``mismatched`` hold manifest
-    paths."""
-
-    directory: str
-    installed: bool
-    verified: bool
-    missing: list[str]
-    mismatched: list[str]
 
 
 def install_model(
@@ -108,11 +93,11 @@ def install_model(
     """
     if base_url is not None and from_dir is not None:
         raise MemoriesError("invalid_argument", "install from a mirror or from a folder, not both")
-    if base_url is not None and (problem := url_problem(base_url)):
+    if base_url is not None and (problem := endpoint_problem(base_url)):
         raise MemoriesError("invalid_argument", f"model download base URL refused: {problem}")
     dest_dir = Path(dest_dir).resolve()
     dest_dir.mkdir(parents=True, exist_ok=True)
-    status = _inspect(manifest, dest_dir, cancelled)
+    status = verify_installed(manifest, dest_dir, checkpoint=functools.partial(check_cancelled, cancelled))
     if status.mismatched:
         raise _existing_mismatch(manifest, dest_dir, status.mismatched)
     missing = [file for file in manifest.files if file.path in status.missing]
@@ -131,7 +116,7 @@ def install_model(
                 progress=tracker.for_file(file),
                 cancelled=cancelled,
             )
-            _remember(target, file.sha256)
+            remember_hash(target, file.sha256)
             done[file.path] = InstalledFile(file.path, "copied", file.size, file.size)
     elif missing:
         config = http_config or HttpConfig()
@@ -151,22 +136,12 @@ def install_model(
                     progress=tracker.for_file(file),
                     cancelled=cancelled,
                 )
-                _remember(target, file.sha256)
+                remember_hash(target, file.sha256)
                 done[file.path] = InstalledFile(file.path, "downloaded", file.size, received)
     _write_text(dest_dir / NOTICE_NAME, notice_text(manifest))
     _write_text(dest_dir / MODEL_CARD_NAME, model_card_text(manifest))
     files = [done.get(file.path) or InstalledFile(file.path, "reused", file.size, 0) for file in manifest.files]
     return InstallReport(directory=str(dest_dir), files=files)
-
-
-def verify_installed(manifest: Manifest, directory: Path) -> ModelStatus:
-    """Check ``directory`` against ``manifest`` without changing anything (for ``rag status``).
-
-    A file is mismatched when it is not a regular file (a link counts as mismatched: the installer keeps real
-    files), has another size, or another SHA-256. Hashes are cached per file identity, so only new or changed
-    files are read.
-    """
-    return _inspect(manifest, Path(directory).resolve(), None)
 
 
 def notice_text(manifest: Manifest) -> str:
@@ -255,59 +230,6 @@ class _Tracker:
             callback(InstallProgress(file.path, done, total, base + done, self._total))
 
         return report
-
-
-def _inspect(manifest: Manifest, directory: Path, cancelled: CancelCheck | None) -> ModelStatus:
-    missing: list[str] = []
-    mismatched: list[str] = []
-    for file in manifest.files:
-        check_cancelled(cancelled)
-        path = directory / file.path
-        try:
-            info = os.lstat(path)
-        except FileNotFoundError:
-            missing.append(file.path)
-            continue
-        except NotADirectoryError:
-            mismatched.append(file.path)
-            continue
-        regular = stat.S_ISREG(info.st_mode) and info.st_size == file.size
-        if not regular or _sha256(path, info, cancelled) != file.sha256:
-            mismatched.append(file.path)
-    return ModelStatus(
-        directory=str(directory),
-        installed=not missing,
-        verified=not missing and not mismatched,
-        missing=missing,
-        mismatched=mismatched,
-    )
-
-
-def _sha256(path: Path, info: os.stat_result, cancelled: CancelCheck | None) -> str:
-    key = (str(path), info.st_size, info.st_mtime_ns, info.st_ino)
-    cached = _hash_cache.get(key)
-    if cached is not None:
-        return cached
-    hasher = hashlib.sha256()
-    with open(path, "rb") as reader:
-        while chunk := reader.read(_HASH_CHUNK_BYTES):
-            hasher.update(chunk)
-            check_cancelled(cancelled)
-    digest = hasher.hexdigest()
-    _store(key, digest)
-    return digest
-
-
-def _remember(path: Path, sha256: str) -> None:
-    """Cache the hash of a file this process just verified while writing it."""
-    info = os.stat(path)
-    _store((str(path), info.st_size, info.st_mtime_ns, info.st_ino), sha256)
-
-
-def _store(key: tuple[str, int, int, int], digest: str) -> None:
-    if len(_hash_cache) >= _HASH_CACHE_ENTRIES:
-        del _hash_cache[next(iter(_hash_cache))]
-    _hash_cache[key] = digest
 
 
 def _existing_mismatch(manifest: Manifest, directory: Path, paths: list[str]) -> MemoriesError:

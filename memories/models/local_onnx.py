@@ -43,6 +43,7 @@ from tokenizers import Tokenizer
 
 from memories.errors import MemoriesError
 from memories.models.embedding import (
+    DIMENSION,
     DOCUMENT_PREFIX,
     QUERY_PREFIX,
     EmbeddingBackend,
@@ -59,8 +60,6 @@ if TYPE_CHECKING:
 
 BACKEND = "local-onnx"
 """Backend name bound into the vector space key."""
-DIMENSION = 768
-"""EmbeddingGemma's output width (R-25); the graph's ``sentence_embedding`` must be ``[batch, 768]``."""
 PAD_ID, EOS_ID, BOS_ID, UNK_ID = 0, 1, 2, 3
 """Gemma tokenizer ids of ``<pad>``, ``<eos>``, ``<bos>``, ``<unk>``; checked against ``tokenizer.json`` at load."""
 GRAPH_PATH = "onnx/model_q4.onnx"
@@ -183,18 +182,22 @@ class LocalOnnxEmbedder(EmbeddingBackend):
     def batches(self, inputs: Sequence[str]) -> list[list[int]]:
         """Positions of ``inputs`` grouped into graph runs of at most ``batch_size``, sorted by token length.
 
-        Texts of similar length share a batch, so little padding is computed (ties keep input order). The
-        daemon sends the groups one at a time with :meth:`embed_batch` to check its budget between them.
+        This is the plan :meth:`embed` follows: texts of similar length share a batch, so little padding is
+        computed (ties keep input order). Only the benchmark (``ops/bench/embed.py`` feeds a bare ONNX Runtime
+        session the same batches) and tests call it. The daemon never does: per step it sends the embedding
+        worker one request of at most ``embed_batch_size`` inputs, and the worker calls :meth:`embed`.
         """
         lengths = [len(self.token_ids(text)) for text in inputs]
         return self._plan(lengths)
 
     def embed_batch(self, inputs: Sequence[str]) -> FloatMatrix:
-        """One graph run: float32 ``[len(inputs), 768]``, L2-normalized, rows in the order of ``inputs``.
+        """One graph run over ``inputs`` as given: float32 ``[len(inputs), 768]``, L2-normalized, in input order.
+
+        No sorting and no splitting at ``batch_size``. Only the benchmark (``ops/bench/embed.py`` measures the
+        padding cost of unsorted batches with it) and tests call it; the product calls :meth:`embed`.
 
         Raises:
-            MemoriesError: ``invalid_vector`` when a row is NaN, infinite or zero; ``model_invalid`` when the
-                graph's output does not have the shape it declared.
+            MemoriesError: ``invalid_vector`` or ``model_invalid`` as :meth:`embed`.
         """
         return self._run([self.token_ids(text) for text in inputs])
 
@@ -202,7 +205,8 @@ class LocalOnnxEmbedder(EmbeddingBackend):
         """All of ``inputs`` in length-sorted batches: float32 ``[len(inputs), 768]`` in input order.
 
         Raises:
-            MemoriesError: ``invalid_vector`` or ``model_invalid`` as :meth:`embed_batch`.
+            MemoriesError: ``invalid_vector`` when a row is NaN, infinite or zero; ``model_invalid`` when the
+                graph's output does not have the shape it declared.
         """
         encoded = [self.token_ids(text) for text in inputs]
         result = np.empty((len(encoded), DIMENSION), dtype=np.float32)

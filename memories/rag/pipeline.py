@@ -47,17 +47,18 @@ class VaultCache:
 
     # -- updates -------------------------------------------------------------------------------------------
 
-    def apply(self, upserts: list[p.IndexRecord], deletes: list[str], epoch: int | None) -> None:
-        """Apply a sync batch; ``epoch`` (the final batch) stamps the cache and drops vectors no chunk uses.
+    def apply(self, upserts: list[p.IndexRecord], deletes: list[str]) -> None:
+        """Apply a sync batch. The cache is no longer at any epoch until :meth:`stamp`.
 
         Raises:
-            MemoriesError: ``vault_too_large`` (the cache is unchanged).
+            MemoriesError: ``vault_too_large`` (the records and chunks are unchanged; the cache stays unstamped).
         """
         self.epoch = None
         self.index.apply(upserts, deletes)
         self.last_build = time.time()
-        if epoch is None:
-            return
+
+    def stamp(self, epoch: int) -> None:
+        """Mark the cache as holding the vault at ``epoch`` and drop vectors that no chunk uses any more."""
         live = {row.rowid for row in self.index.rows()}
         self._input_keys = {rowid: key for rowid, key in self._input_keys.items() if rowid in live}
         keys = {self._key(row) for row in self.index.rows()}

@@ -22,16 +22,11 @@ from typing import Literal
 import msgspec
 
 from memories.errors import MemoriesError
+from memories.limits import MAX_CHUNKS, MAX_TEXT_BYTES
 from memories.protocol import IndexRecord, MatchMode
 from memories.rag.analysis import AnalyzedQuery, AnalyzedText, analyze_text
 from memories.rag.chunking import Chunk, chunk_text
 from memories.rag.lexical import KeptChunk, LexicalEntry, LexicalIndex
-
-MAX_CHUNKS = 10_000
-"""Most chunks in one cached vault (R-21)."""
-
-MAX_TEXT_BYTES = 16 * 1024 * 1024
-"""Most UTF-8 bytes of body, title and metadata (source path, tags) in one cached vault (R-21)."""
 
 _TITLE_ONLY_CHUNK = Chunk(text="", start=0, end=0, byte_start=0, byte_end=0, chunk_hash=hashlib.sha256().hexdigest())
 

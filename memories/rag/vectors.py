@@ -1,7 +1,7 @@
 """Per-vault vector store of the index worker: content-addressed vectors and cosine search (R-21, R-27, R-34).
 
 A vector is keyed by ``(space_key, input_hash)``: the vector space key of the backend that made it
-(``memories.models.local_onnx.vector_space_key``) and the SHA-256 of the exact model input (task prefix, title
+(:func:`memories.models.embedding.vector_space_key`) and the SHA-256 of the exact model input (task prefix, title
 and chunk text, :func:`input_hash`). So:
 
 - a retry after ``budget_exceeded`` or ``cancelled`` embeds only the keys :meth:`VectorStore.missing` reports;
@@ -30,9 +30,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from memories.errors import MemoriesError
+from memories.models.embedding import DIMENSION
 
-DIMENSION = 768
-"""Default vector width (EmbeddingGemma, R-25)."""
 MAX_VECTOR_BYTES = 32 * 1024 * 1024
 """R-21: at most 32 MiB of vectors per cached vault (10,922 vectors of 768 float32)."""
 NORM_TOLERANCE = 1e-3

@@ -10,9 +10,9 @@ it, it runs on an installed model (``<home>/models/embeddinggemma`` or a ``local
 - **throughput** (chunks/s, tokens/s) of :class:`~memories.models.local_onnx.LocalOnnxEmbedder` and of a bare
   ``InferenceSession.run`` loop over the same pre-tokenized, length-sorted batches, same threads and batch size;
   the ratio is the embedder's overhead (tokenization, checks, normalization). Target: >= 0.95.
-- **length-sorted vs unsorted** batches on mixed-length chunks (corpus notes cut at paragraphs into pieces of at
-  most 768 characters, in a shuffled order), through the embedder and graph-only. Target: sorted >= 1.3x
-  unsorted.
+- **length-sorted vs unsorted** batches on mixed-length chunks (the corpus notes cut by the product's chunker,
+  at most 768 code points each, in a shuffled order), through the embedder and graph-only. Target: sorted >=
+  1.3x unsorted.
 - **query latency** p50/p95 in milliseconds, one query per call, as a search does.
 - **tokenization only** (chunks/s): on the tiny model the graph costs almost nothing, so this, not the graph,
   bounds the embedder there; on the real model (about 4 chunks/s on 2 threads) it is noise.
@@ -32,7 +32,6 @@ import argparse
 import json
 import os
 import random
-import re
 import resource
 import subprocess
 import sys
@@ -50,13 +49,11 @@ from memories.models.embedding import document_input, query_input
 from memories.models.local_onnx import GRAPH_PATH, PAD_ID, LocalOnnxEmbedder
 from memories.models.telemetry import disable_telemetry_environment
 from memories.protocol import MemoryAdd, RagIndex, RagSearch
+from memories.rag.chunking import chunk_text
 from ops.bench.harness import BenchHome, resident_megabytes, timed
+from ops.corpus import CORPUS, load_notes, load_queries
 
 REPO = Path(__file__).resolve().parents[2]
-CORPUS = REPO / "tests" / "corpus"
-CHUNK_CHARS = 768
-"""Longest chunk in code points, as the chunker of DESIGN.md's retrieval pipeline."""
-_SKIPPED = {"SOURCES.md", "queries.md", "MANIFEST.tsv"}
 
 
 @dataclass(frozen=True)
@@ -83,24 +80,16 @@ def build_tiny_model(out_dir: Path) -> Path:
 
 
 def corpus_chunks(limit: int, corpus: Path = CORPUS, seed: int = 7) -> list[str]:
-    """Up to ``limit`` document inputs (prefix included) from the sample notes, in a shuffled, mixed-length order.
+    """Up to ``limit`` document inputs (prefix and title included) from the sample notes, in a shuffled order.
 
-    Notes are cut at blank lines into pieces of at most :data:`CHUNK_CHARS` code points (a paragraph longer
-    than that is cut hard): a simple stand-in for the real chunker with the same size bound.
+    The notes are cut by :func:`~memories.rag.chunking.chunk_text` and titled as ``rag ingest`` titles them, so
+    these are the model inputs the daemon would embed for the corpus: at most
+    :data:`~memories.rag.chunking.MAX_CHUNK_CHARS` code points each, of mixed token lengths (prose and code,
+    Chinese and English, a shorter last chunk per note).
     """
-    chunks: list[str] = []
-    for path in sorted(corpus.rglob("*.md")):
-        if path.name in _SKIPPED or "LICENSES" in path.parts:
-            continue
-        text = path.read_text(encoding="utf-8-sig", errors="replace")
-        chunks.extend(document_input(path.stem, chunk) for chunk in _paragraph_chunks(text))
+    chunks = [document_input(note.title, chunk.text) for note in load_notes(corpus) for chunk in chunk_text(note.body)]
     random.Random(seed).shuffle(chunks)
     return chunks[:limit]
-
-
-def corpus_queries(corpus: Path = CORPUS) -> list[str]:
-    """The queries of ``tests/corpus/queries.md`` (second column of its table)."""
-    return re.findall(r"^\| [A-Z]\d+ \| (.+?) \|", (corpus / "queries.md").read_text(encoding="utf-8"), re.M)
 
 
 def bare_loop(
@@ -266,7 +255,7 @@ def run(model_dir: Path, *, threads: int, batch_size: int, max_tokens: int, chun
         "tokenization_only": _figures(tokenizer),
         "sorted_over_unsorted": local.chunks_per_second / unsorted.chunks_per_second,
         "bare_sorted_over_unsorted": bare.chunks_per_second / bare_unsorted.chunks_per_second,
-        "query_latency": query_latency(embedder, corpus_queries(), repeats=5),
+        "query_latency": query_latency(embedder, [query.query for query in load_queries()], repeats=5),
         "peak_rss_mib": peak_rss_mib(),
         "through_daemon": daemon_throughput(
             model_dir, inputs, threads=threads, batch_size=batch_size, max_tokens=max_tokens
@@ -302,27 +291,6 @@ def main(argv: list[str] | None = None) -> int:
             figures = run(build_tiny_model(Path(scratch) / "tiny-model"), **settings)
     print(json.dumps(figures, indent=2) if args.json else _report(figures))
     return 0
-
-
-def _paragraph_chunks(text: str) -> list[str]:
-    chunks: list[str] = []
-    current = ""
-    for paragraph in (part.strip() for part in re.split(r"\n\s*\n", text)):
-        if not paragraph:
-            continue
-        while len(paragraph) > CHUNK_CHARS:
-            if current:
-                chunks.append(current)
-                current = ""
-            chunks.append(paragraph[:CHUNK_CHARS])
-            paragraph = paragraph[CHUNK_CHARS:]
-        if current and len(current) + 2 + len(paragraph) > CHUNK_CHARS:
-            chunks.append(current)
-            current = ""
-        current = f"{current}\n\n{paragraph}" if current else paragraph
-    if current:
-        chunks.append(current)
-    return chunks
 
 
 def _padded(encoded: list[list[int]]) -> dict[str, np.ndarray]:

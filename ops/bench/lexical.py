@@ -26,16 +26,15 @@ from pathlib import Path
 
 import msgspec
 
+from memories.limits import MAX_CHUNKS
 from memories.protocol import IndexRecord, MemoryUpdate, RagSearch
 from memories.rag.analysis import analyze_query, analyze_text
 from memories.rag.chunking import chunk_text
-from memories.rag.vault_index import MAX_CHUNKS, VaultIndex
+from memories.rag.vault_index import VaultIndex
 from ops.bench.harness import BenchHome, memories_executable, percentiles, timed
+from ops.corpus import CORPUS, load_notes, load_queries, note_paths
 
-REPO = Path(__file__).resolve().parents[2]
-CORPUS = REPO / "tests" / "corpus"
 MIB = 1024 * 1024
-_HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
 
 
 class Measurement(msgspec.Struct, frozen=True):
@@ -45,28 +44,6 @@ class Measurement(msgspec.Struct, frozen=True):
     value: float
     unit: str
     detail: str = ""
-
-
-def load_corpus(root: Path = CORPUS) -> list[IndexRecord]:
-    """The notes of ``MANIFEST.tsv`` as cards: title = first Markdown heading, else the file name; source = path."""
-    records = []
-    for line in (root / "MANIFEST.tsv").read_text(encoding="utf-8").splitlines()[1:]:
-        path = line.split("\t")[0]
-        body = (root / path).read_text(encoding="utf-8-sig")
-        heading = _HEADING.search(body)
-        title = heading.group(1) if heading else Path(path).stem
-        records.append(IndexRecord(id=path, revision=1, kind="card", title=title, body=body, source=path))
-    return records
-
-
-def load_queries(root: Path = CORPUS) -> list[str]:
-    """The query column of the table in ``queries.md``."""
-    queries = []
-    for line in (root / "queries.md").read_text(encoding="utf-8").splitlines():
-        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        if len(cells) >= 3 and re.fullmatch(r"[A-Z]\d+", cells[0]):
-            queries.append(cells[1])
-    return queries
 
 
 def measure_chunking(
@@ -183,12 +160,12 @@ def measure_search(index: VaultIndex, queries: list[str], rounds: int = 20) -> l
 
 def run(corpus: Path, rounds: int) -> Iterator[Measurement]:
     """Every in-process figure, in table order."""
-    records = load_corpus(corpus)
+    records = load_notes(corpus)
     yield from measure_chunking(records)
     yield from measure_ingest(records)
     index, vault_records, build = measure_build(records)
     yield from build
-    yield from measure_search(index, load_queries(corpus), rounds=rounds)
+    yield from measure_search(index, [query.query for query in load_queries(corpus)], rounds=rounds)
     yield from measure_update(index, vault_records, rounds=rounds)
     yield from measure_daemon(corpus, rounds=rounds)
 
@@ -197,8 +174,8 @@ def measure_daemon(corpus: Path, rounds: int) -> Iterator[Measurement]:
     """Figures through a real daemon: ingest, a cold build of a ~10,000-chunk vault, warm BM25 latency as a
     client in this process sees it (socket + supervisor + index worker), edit-to-searchable, and the CLI end to
     end and at start-up."""
-    queries = load_queries(corpus)
-    notes = [line.split("\t")[0] for line in (corpus / "MANIFEST.tsv").read_text(encoding="utf-8").splitlines()[1:]]
+    queries = [query.query for query in load_queries(corpus)]
+    notes = note_paths(corpus)
     size = sum((corpus / note).stat().st_size for note in notes)
     excludes = ("--exclude", "SOURCES.md", "--exclude", "queries.md")
     with BenchHome() as home, tempfile.TemporaryDirectory() as scratch:

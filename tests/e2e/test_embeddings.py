@@ -152,6 +152,9 @@ def test_budget_cut_then_retry_embeds_only_the_rest(home: HomeDir, tiny_model: T
     # Editing one record re-embeds only its changed chunk.
     home.ok("memory", "update", "notes", ids["git"], "--body", "Git subtree merges another repository into a folder.")
     assert home.ok("rag", "index", "notes") == {"embedded_now": 1, "reused": len(NOTES) - 1, "missing": 0}
+    # The embedding worker's own calls: three batches of two for the six notes, then one for the edit.
+    embedding = next(w for w in home.status()["workers"] if w["name"] == "embedding")
+    assert embedding["completed"]["EmbedBatch"] == len(NOTES) // 2 + 1
 
     # Lock forgets every vector; status works while locked and says so.
     home.ok("lock")
@@ -266,3 +269,62 @@ def test_a_mismatched_model_file_is_left_untouched(home: HomeDir, tiny_model: Ti
     error = home.fails("model_file_mismatch", "rag", "model-install", "--from", str(tiny_model.model_dir))
     assert "tokenizer.json" in error["message"]
     assert stray.read_text() == "my own tokenizer"
+
+
+def test_vector_and_hybrid_never_return_private_records_or_credentials(home: HomeDir, tiny_model: TinyModel) -> None:
+    _model_home(home, tiny_model)
+    _add_notes(home)
+    secret = "quuxsecretword"
+    private = home.ok("memory", "add", "notes", "--sensitivity", "private", "--title", "p", "--body", secret)["id"]
+    credential = home.ok("memory", "add", "notes", "--kind", "credential", "--title", "c", "--body", secret)["id"]
+    card = home.ok("memory", "add", "notes", "--kind", "card", "--title", "visible", "--body", secret)["id"]
+    for mode in ("vector", "hybrid"):
+        for match in ("any", "all", "phrase"):
+            found = home.ok("rag", "search", "notes", secret, "--mode", mode, "--match-mode", match, "--limit", "100")
+            ids = {hit["asset_id"] for hit in found["results"]}
+            assert private not in ids and credential not in ids
+            assert card in ids
+    home.ok("memory", "update", "notes", card, "--sensitivity", "private")
+    for mode in ("vector", "hybrid"):
+        found = home.ok("rag", "search", "notes", secret, "--mode", mode, "--limit", "100")
+        assert card not in {hit["asset_id"] for hit in found["results"]}
+
+
+def test_edits_show_in_the_next_vector_search(home: HomeDir, tiny_model: TinyModel) -> None:
+    _model_home(home, tiny_model)
+    ids = _add_notes(home)
+    args = ("--mode", "vector", "--match-mode", "all", "--limit", "100")
+    home.ok("memory", "update", "notes", ids["git"], "--body", "zebra crossing notes")
+    assert [hit["title"] for hit in home.ok("rag", "search", "notes", "zebra", *args)["results"]] == ["git"]
+    assert home.ok("rag", "search", "notes", "subtree", *args)["results"] == []
+    home.ok("memory", "delete", "notes", ids["git"])
+    assert home.ok("rag", "search", "notes", "zebra", *args)["results"] == []
+    added = home.ok("memory", "add", "notes", "--title", "new", "--body", "zebra again")["id"]
+    assert [hit["asset_id"] for hit in home.ok("rag", "search", "notes", "zebra", *args)["results"]] == [added]
+
+
+def test_background_index_keeps_going_through_edits(home: HomeDir, tiny_model: TinyModel) -> None:
+    _model_home(home, tiny_model, step_delay_seconds={"EmbedBatch": 0.3})
+    ids = _add_notes(home)
+    job_id = home.ok("rag", "index", "notes", "--background")["job_id"]
+    for number in range(5):  # more edits than a job may rerun: vectors are content-addressed, the job adopts them
+        home.ok("memory", "update", "notes", ids["sql"], "--body", f"isolation level edit {number}")
+    job = home.wait_for(
+        lambda: next((j for j in home.ok("jobs")["jobs"] if j["id"] == job_id and j["state"] != "running"), None),
+        what="the background index job to finish",
+    )
+    assert (job["state"], job["error"]) == ("done", None)
+    status = home.ok("rag", "status", "notes")
+    assert (status["embedded"], status["missing"]) == (len(NOTES), 0)
+
+
+def test_a_search_right_after_the_embedding_worker_died(home: HomeDir, tiny_model: TinyModel) -> None:
+    _model_home(home, tiny_model)
+    _add_notes(home)
+    home.ok("rag", "index", "notes")
+    for _ in range(2):
+        os.kill(home.worker_pid("embedding"), signal.SIGKILL)
+        found = home.ok("rag", "search", "notes", "ownership", "--mode", "vector")  # waits for the restart, reloads
+        assert found["results"]
+    completed = next(w for w in home.status()["workers"] if w["name"] == "embedding")["completed"]
+    assert completed["EmbedQuery"] == 2 and completed["EmbedBatch"] >= len(NOTES) // 2

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
+from ops.corpus import CORPUS, load_queries
 from tests.fixtures.daemon import FAST_KDF, HomeDir, Run, initialize
 
-CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 CORPUS_NOTES = 311
 BOM_NOTE = "cloudywing-hackmd-notes/docs/devops/解決 WSL 2 Docker 檔案權限問題.md"
 LARGEST_NOTE = "rails-guides-zh/guides/edge/active_support_core_extensions.md"
@@ -60,11 +60,7 @@ MAX_CHUNK_CODE_POINTS = 768
 
 def corpus_queries() -> list[Any]:
     """The rows of ``tests/corpus/queries.md``: (query, expected top file), one pytest param per row id."""
-    rows = []
-    for line in (CORPUS / "queries.md").read_text(encoding="utf-8").splitlines():
-        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        if len(cells) >= 3 and re.fullmatch(r"[A-Z]\d+", cells[0]):
-            rows.append(pytest.param(cells[1], cells[2], id=cells[0]))
+    rows = [pytest.param(row.query, row.expected, id=row.id) for row in load_queries(CORPUS)]
     assert len(rows) >= 10, "queries.md has no table of search checks"
     return rows
 

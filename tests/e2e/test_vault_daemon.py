@@ -6,6 +6,7 @@ import os
 import signal
 import sqlite3
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -71,10 +72,10 @@ def test_no_plaintext_anywhere_under_the_home(vault: HomeDir) -> None:
 def test_wrong_passphrase_changes_nothing_and_lock_blocks_content(vault: HomeDir) -> None:
     ref = vault.ok("memory", "add", "notes", "--title", "t", "--body", "kept")
     pid = vault.status()["pid"]
-    db = vault.path / "memories.db"
-    before = db.read_bytes()
+    files = [vault.path / "memories.db", vault.path / "memories.db-wal"]
+    before = [path.read_bytes() if path.exists() else None for path in files]
     vault.fails("bad_passphrase", "unlock", "--passphrase-stdin", stdin="wrong\n")
-    assert db.read_bytes() == before
+    assert [path.read_bytes() if path.exists() else None for path in files] == before
     assert vault.status()["locked"] is False
 
     assert vault.ok("lock") == {"ok": True, "locked": True}
@@ -244,6 +245,7 @@ def test_cancelled_job_drops_the_late_reply(home: HomeDir) -> None:
     with_hooks(home, step_delay_seconds={"IndexQuery": 2})
     vault = initialize(home)
     vault.ok("memory", "add", "notes", "--title", "late", "--body", "late reply")
+    vault.worker_pid("index")  # the slow step must run in a ready worker, so its reply is late, not absent
     search = _search_in_background(vault, "late")
     job = vault.wait_for(
         lambda: next((j for j in vault.ok("jobs")["jobs"] if j["state"] == "running"), None), what="a running job"
@@ -511,3 +513,77 @@ def test_a_home_that_is_a_file_and_a_blank_passphrase(tmp_path: Path) -> None:
         home.fails("invalid_passphrase", "init", "--passphrase-stdin", stdin="   \n")
     finally:
         home.stop()
+
+
+def test_an_unreadable_config_is_a_warning_not_a_dead_daemon(vault: HomeDir) -> None:
+    original = vault.config.read_text()
+    vault.config.unlink()
+    vault.config.mkdir()  # reading it now fails
+    try:
+        listing = vault.ok("vault", "list")
+        assert any("restart" in warning for warning in listing["warnings"])
+        assert vault.status()["restart_needed"] is True
+    finally:
+        vault.config.rmdir()
+        vault.config.write_text(original)
+    assert "warnings" not in vault.ok("vault", "list")
+    vault.ok("daemon", "stop")
+    vault.fails("daemon_not_running", "daemon", "status")
+
+
+def test_code_in_the_working_folder_is_never_imported(home: HomeDir, tmp_path: Path) -> None:
+    trap = tmp_path / "trap"
+    for package in ("workers", "memories"):
+        (trap / package).mkdir(parents=True)
+        (trap / package / "__init__.py").write_text(f"open({str(trap / 'imported')!r}, 'w').write('{package}')\n")
+    (trap / "workers" / "index.py").write_text(f"open({str(trap / 'imported')!r}, 'w').write('index')\n")
+    started = subprocess.run(
+        [memories_executable(), "daemon", "start", "--json"],
+        cwd=trap,
+        env={**os.environ, "MEMORIES_HOME": str(home.path)},
+        capture_output=True,
+    )
+    assert started.returncode == 0, started.stderr
+    assert home.ok("init", "--passphrase-stdin", stdin=PASSPHRASE + "\n")["locked"] is False
+    home.ok("vault", "create", "notes")
+    home.ok("memory", "add", "notes", "--title", "t", "--body", "safe from the trap")
+    assert home.ok("rag", "search", "notes", "trap")["results"]
+    assert not (trap / "imported").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to listen as another user")
+def test_a_socket_of_another_user_gets_no_passphrase(home: HomeDir) -> None:
+    socket_path = home.path / "run" / "daemon.sock"
+    socket_path.parent.mkdir(mode=0o755)
+    listener = subprocess.Popen(  # a stranger's listener where our daemon's socket would be
+        [
+            sys.executable,
+            "-c",
+            "import os, socket, sys\n"
+            "sock = socket.socket(socket.AF_UNIX); sock.bind(sys.argv[1]); os.chmod(sys.argv[1], 0o777)\n"
+            "os.setuid(65534); sock.listen(1); print('ready', flush=True)\n"
+            "while True: sock.accept()[0].recv(65536)\n",
+            str(socket_path),
+        ],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert listener.stdout is not None and listener.stdout.readline().strip() == b"ready"
+        error = home.fails("daemon_not_running", "unlock", "--passphrase-stdin", stdin=PASSPHRASE + "\n")
+        assert "another user" in error["message"]
+    finally:
+        listener.kill()
+        listener.wait()
+
+
+def test_two_files_with_the_same_source_are_not_merged(vault: HomeDir, tmp_path: Path) -> None:
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "notes.md").write_text(f"# Notes {folder}\n\nfrom {folder}")
+    result = vault.run("rag", "ingest", "notes", str(tmp_path / "a" / "notes.md"), str(tmp_path / "b" / "notes.md"))
+    assert result.code == 3
+    assert [(r["status"], (r["error"] or {}).get("code")) for r in result.doc["results"]] == [
+        ("added", None),
+        ("refused", "invalid_argument"),
+    ]
+    assert [r["title"] for r in vault.ok("memory", "list", "notes")["records"]] == ["Notes a"]

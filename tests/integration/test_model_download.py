@@ -10,6 +10,8 @@ import hashlib
 import itertools
 import os
 import random
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -18,15 +20,10 @@ import pytest
 from memories.config import HttpConfig, load_config
 from memories.errors import MemoriesError
 from memories.models.download import part_path
-from memories.models.http import RetryPolicy, parse_retry_after, url_problem
-from memories.models.install import (
-    GEMMA_PROHIBITED_USE_URL,
-    GEMMA_TERMS_URL,
-    InstallProgress,
-    install_model,
-    verify_installed,
-)
+from memories.models.http import RetryPolicy, build_client, parse_retry_after
+from memories.models.install import GEMMA_PROHIBITED_USE_URL, GEMMA_TERMS_URL, InstallProgress, install_model
 from memories.models.manifest import Manifest, ManifestFile
+from memories.models.verify import verify_installed
 from tests.fixtures.servers import MIRROR_HOST, ConnectProxy, MirrorServer, Socks5Proxy
 
 GRAPH = "onnx/model_q4.onnx"
@@ -465,16 +462,72 @@ def test_redirect_to_a_signed_url_is_followed(mirror: MirrorServer, http_config:
     assert f"signature={mirror.signature}" in mirror.requests_for(DATA)[1].query
 
 
-def test_redirect_to_loopback_plain_http_is_followed(
+def test_redirect_from_https_to_loopback_plain_http_is_refused(
     mirror: MirrorServer, http_mirror: MirrorServer, http_config: HttpConfig, tmp_path: Path
 ) -> None:
     http_mirror.add_files(FILES)
-    mirror.fault(CONFIG).redirect_to = http_mirror.url(CONFIG)
+    mirror.fault(CONFIG).redirect_to = http_mirror.signed_url(CONFIG)
 
-    install_model(_manifest(), tmp_path, base_url=mirror.base_url, http_config=http_config)
+    with pytest.raises(MemoriesError) as caught:
+        install_model(_manifest(), tmp_path, base_url=mirror.base_url, http_config=http_config)
+
+    assert caught.value.code == "unsafe_redirect"
+    assert "downgrade from https:// to plain http://" in caught.value.message
+    assert http_mirror.signature not in caught.value.message
+    assert caught.value.details == {"status": 302, "target": f"http://127.0.0.1:{http_mirror.port}/signed/{CONFIG}"}
+    assert http_mirror.log == []
+    assert not (tmp_path / CONFIG).exists()
+
+
+def test_https_redirect_to_another_https_host_is_followed(
+    mirror: MirrorServer, http_config: HttpConfig, socks_proxy: Socks5Proxy, tmp_path: Path
+) -> None:
+    mirror.fault(DATA).redirect_to = mirror.signed_url(DATA, host=MIRROR_HOST)
+
+    install_model(
+        _manifest(), tmp_path, base_url=mirror.base_url, http_config=_with(http_config, proxy_url=socks_proxy.url)
+    )
 
     _assert_installed(tmp_path)
-    assert [(entry.path, entry.status) for entry in http_mirror.log] == [(f"/models/{CONFIG}", 200)]
+    first, second = mirror.requests_for(DATA)
+    assert (first.path, first.status, first.headers["host"]) == (f"/models/{DATA}", 302, f"127.0.0.1:{mirror.port}")
+    assert (second.path, second.status, second.headers["host"]) == (
+        f"/signed/{DATA}",
+        200,
+        f"{MIRROR_HOST}:{mirror.port}",
+    )
+    assert f"signature={mirror.signature}" in second.query
+    assert {(c.host, c.port) for c in socks_proxy.carried} == {(MIRROR_HOST, mirror.port)}
+
+
+@pytest.mark.parametrize("to", ["http", "https"])
+def test_plain_http_loopback_mirror_may_redirect_to_loopback_http_or_https(
+    to: str, mirror: MirrorServer, http_mirror: MirrorServer, http_config: HttpConfig, tmp_path: Path
+) -> None:
+    http_mirror.add_files(FILES)
+    target = http_mirror if to == "http" else mirror
+    http_mirror.fault(CONFIG).redirect_to = target.signed_url(CONFIG)
+
+    install_model(_manifest(), tmp_path, base_url=http_mirror.base_url, http_config=http_config)
+
+    _assert_installed(tmp_path)
+    assert [(entry.path, entry.status) for entry in target.requests_for(CONFIG)][-1] == (f"/signed/{CONFIG}", 200)
+
+
+def test_redirect_chain_that_reached_https_may_not_drop_back_to_http(
+    mirror: MirrorServer, http_mirror: MirrorServer, http_config: HttpConfig, tmp_path: Path
+) -> None:
+    http_mirror.add_files(FILES)
+    http_mirror.fault(CONFIG).redirect_to = mirror.url(CONFIG)
+    mirror.fault(CONFIG).redirect_to = http_mirror.signed_url(CONFIG)
+
+    with pytest.raises(MemoriesError) as caught:
+        install_model(_manifest(), tmp_path, base_url=http_mirror.base_url, http_config=http_config)
+
+    assert caught.value.code == "unsafe_redirect" and "downgrade" in caught.value.message
+    assert [(entry.path, entry.status) for entry in http_mirror.requests_for(CONFIG)] == [(f"/models/{CONFIG}", 302)]
+    assert [(entry.path, entry.status) for entry in mirror.requests_for(CONFIG)] == [(f"/models/{CONFIG}", 302)]
+    assert not (tmp_path / CONFIG).exists()
 
 
 def test_budget_shorter_than_retry_after_is_download_timeout(
@@ -557,11 +610,30 @@ def test_retry_wait_formula_and_retry_after() -> None:
     assert parse_retry_after("soon") is None
 
 
-def test_url_policy() -> None:
-    assert url_problem("https://cdn.example/file?X-Amz-Signature=abc") is None
-    assert url_problem("http://127.0.0.5:8080/file") is None
-    assert url_problem("http://[::1]/file") is None
-    assert url_problem("http://localhost/file") is None
-    assert url_problem("http://example.com/file") is not None
-    assert url_problem("https://user:pass@example.com/file") is not None
-    assert url_problem("ftp://example.com/file") is not None
+def test_install_refuses_a_base_url_with_a_query(http_config: HttpConfig, tmp_path: Path) -> None:
+    with pytest.raises(MemoriesError) as caught:
+        install_model(
+            _manifest(), tmp_path, base_url="https://mirror.example/models?token=abc", http_config=http_config
+        )
+
+    assert caught.value.code == "invalid_argument" and "query string" in caught.value.message
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_environment_proxy_with_another_scheme_is_invalid_config(
+    http_config: HttpConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HTTPS_PROXY", "ftp://alice:s3cret@127.0.0.1:2121")
+
+    with pytest.raises(MemoriesError) as caught:
+        build_client(http_config)
+
+    assert caught.value.code == "invalid_config"
+    assert "HTTPS_PROXY" in caught.value.message and "ftp://" in caught.value.message
+    assert "socks5h" in caught.value.message and "s3cret" not in caught.value.message
+
+
+def test_verification_imports_no_httpx() -> None:
+    # The supervisor runs verify_installed for `rag status` and must not load httpx (only workers.remote does).
+    code = "import sys, memories.models.verify; assert 'httpx' not in sys.modules, 'httpx imported'"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[2])

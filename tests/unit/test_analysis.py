@@ -6,7 +6,6 @@ import itertools
 import logging
 import re
 import unicodedata
-from pathlib import Path
 
 import jieba
 import pytest
@@ -23,8 +22,8 @@ from memories.rag.analysis import (
     normalize,
     phrase_key,
 )
+from ops.corpus import load_notes
 
-CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 _HAN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f\U00030000-\U000323af]")
 
 
@@ -180,11 +179,9 @@ def test_highlight_spans_are_sorted_disjoint_and_in_range(text: str) -> None:
 
 def _corpus_han_runs(limit: int) -> list[str]:
     """Normalized Han runs from every note (what the analyzer hands to rjieba), in jieba's Han range."""
-    lines = (CORPUS / "MANIFEST.tsv").read_text(encoding="utf-8").splitlines()[1:]
     runs: dict[str, None] = {}
-    for line in lines:
-        body = (CORPUS / line.split("\t")[0]).read_text(encoding="utf-8-sig")
-        for run in re.findall("[\u4e00-\u9fd5]{2,}", normalize(body[:4000]).text):
+    for note in load_notes():
+        for run in re.findall("[\u4e00-\u9fd5]{2,}", normalize(note.body[:4000]).text):
             runs.setdefault(run)
     return list(runs)[:limit]
 

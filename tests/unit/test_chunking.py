@@ -4,22 +4,18 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memories.rag.chunking import CHUNK_OVERLAP, MAX_CHUNK_CHARS, Chunk, chunk_text
-
-CORPUS = Path(__file__).resolve().parents[1] / "corpus"
+from ops.corpus import load_notes
 
 
 def _corpus_bodies() -> list[tuple[str, str]]:
     """``(path, body)`` of every note listed in ``MANIFEST.tsv`` (a leading BOM is not part of the body)."""
-    lines = (CORPUS / "MANIFEST.tsv").read_text(encoding="utf-8").splitlines()[1:]
-    paths = [line.split("\t")[0] for line in lines]
-    return [(path, (CORPUS / path).read_text(encoding="utf-8-sig")) for path in paths]
+    return [(note.id, note.body) for note in load_notes()]
 
 
 def _check_invariants(body: str, chunks: list[Chunk], max_chars: int = MAX_CHUNK_CHARS) -> None:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import random
-import re
-from pathlib import Path
 from typing import Literal
 
 import pytest
@@ -16,8 +14,8 @@ from memories.protocol import IndexRecord, MatchMode
 from memories.rag.analysis import AnalyzedQuery, analyze_query
 from memories.rag.lexical import LexicalEntry, LexicalIndex
 from memories.rag.vault_index import Hit, VaultIndex
+from ops.corpus import load_notes, load_queries
 
-CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 _MODES: tuple[MatchMode, ...] = ("any", "all", "phrase")
 
 
@@ -417,36 +415,12 @@ def test_arbitrary_queries_never_raise_but_limit_errors(query: str, mode: MatchM
 _INDEX_FOR_PROPERTIES = _index({**ESCAPING, "zh": "資料庫與栈", "near": "NEAR OR AND NOT"})
 
 
-def _corpus_records() -> list[IndexRecord]:
-    """Every note of the sample corpus as an ingested card: title = first Markdown heading, else the file name."""
-    heading = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
-    lines = (CORPUS / "MANIFEST.tsv").read_text(encoding="utf-8").splitlines()[1:]
-    records = []
-    for line in lines:
-        path = line.split("\t")[0]
-        body = (CORPUS / path).read_text(encoding="utf-8-sig")
-        match = heading.search(body)
-        title = match.group(1) if match else Path(path).stem
-        records.append(IndexRecord(id=path, revision=1, kind="card", title=title, body=body, source=path))
-    return records
-
-
-def _corpus_queries() -> list[tuple[str, str, str]]:
-    """``(id, query, expected path)`` from the table in ``queries.md``."""
-    rows = []
-    for line in (CORPUS / "queries.md").read_text(encoding="utf-8").splitlines():
-        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        if len(cells) >= 3 and re.fullmatch(r"[A-Z]\d+", cells[0]):
-            rows.append((cells[0], cells[1], cells[2]))
-    return rows
-
-
 def test_corpus_queries_rank_the_expected_note_in_the_top_3() -> None:
-    records = _corpus_records()
+    records = load_notes()
     assert len(records) == 311
     index = VaultIndex("corpus")
     index.apply(records, [])
-    queries = _corpus_queries()
+    queries = load_queries()
     assert len(queries) == 15
     ranks = {}
     for query_id, query, expected in queries:

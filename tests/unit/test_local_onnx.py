@@ -16,7 +16,7 @@ from onnx import TensorProto, helper
 from tokenizers import Tokenizer, processors
 
 from memories.errors import MemoriesError
-from memories.models.embedding import document_input, query_input
+from memories.models.embedding import DIMENSION, document_input, query_input
 from memories.models.local_onnx import BOS_ID, EOS_ID, UNK_ID, LocalOnnxEmbedder
 from memories.models.telemetry import disable_telemetry_environment
 from tests.fixtures.tiny_model import REPO, TinyModel, model_variant
@@ -101,8 +101,10 @@ def test_document_prefix_is_fed_to_the_model(embedder: LocalOnnxEmbedder, tiny_m
         "title: none | text: commits"
     )
     assert tokenizer.decode(embedder.token_ids(document_input("", "commits"))[1:-1]) == ("title: none | text: commits")
-    vectors = embedder.embed_documents([("Git", "commits")])
-    assert vectors.tobytes() == embedder.embed([document_input("Git", "commits")]).tobytes()
+    assert embedder.document_input("Git", "commits") == document_input("Git", "commits")
+    vectors = embedder.embed([document_input("Git", "commits")])
+    assert vectors.shape == (1, DIMENSION) == (1, embedder.dimension)
+    assert not np.array_equal(vectors, embedder.embed(["commits"]))
 
 
 def test_token_ids_are_what_the_graph_receives(embedder: LocalOnnxEmbedder, tiny_model: TinyModel) -> None:

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memories.errors import MemoriesError
+from memories.models.embedding import DIMENSION
 from memories.rag import vectors
 from memories.rag.vectors import MAX_VECTOR_BYTES, VectorStore, input_hash
 
@@ -28,6 +29,10 @@ def _hashes(count: int, tag: str = "chunk") -> list[str]:
 
 def test_docstring_examples() -> None:
     assert doctest.testmod(vectors).failed == 0
+
+
+def test_default_width_is_the_embedding_dimension() -> None:
+    assert VectorStore().dimension == DIMENSION == 768
 
 
 def test_input_hash_is_sha256_of_the_exact_utf8_input() -> None:

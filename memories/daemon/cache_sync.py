@@ -1,0 +1,103 @@
+"""Keeping the index worker's cache of a vault at the state a job started from (R-19, R-44).
+
+The index worker keeps one cache per vault, stamped with the vault's epoch. Every query names the epoch its job
+started from; a cache at another epoch answers :class:`~memories.protocol.IndexStale` with the record revisions
+it holds, and :class:`CacheSync` sends only the difference (records added or revised, records deleted or no
+longer eligible), decrypted in batches of :data:`SYNC_BATCH` records — the supervisor alone decides eligibility
+(R-01, R-02), so private records, credentials and files never reach a worker. The final batch carries every
+eligible id and revision: the worker drops anything else and stamps the epoch only when it holds exactly those,
+so a delta computed from an outdated view (another job synced meanwhile, the cache was evicted) can never leave
+an ineligible record behind. Then the query runs again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING
+
+import trio
+
+from memories import protocol as p
+from memories.daemon.jobs import Job, StaleEpoch
+from memories.errors import MemoriesError
+from memories.store import VaultRow
+
+if TYPE_CHECKING:
+    from memories.daemon.supervisor import Daemon
+
+SYNC_BATCH = 64
+"""Records per sync step: a budget check between steps, and frames far below the worker frame limit."""
+
+SYNC_ATTEMPTS = 3
+"""Times a query may find the cache stale before the job gives up with ``vault_changed``."""
+
+
+class CacheSync:
+    """Calls to the index worker that first bring its cache of the vault to the job's epoch."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        self._daemon = daemon
+        self._locks: dict[str, trio.Lock] = {}
+        self._too_large: dict[str, str] = {}
+
+    def too_large(self, vault: VaultRow) -> str | None:
+        """Why the vault's last sync failed with ``vault_too_large``, if it did (for ``rag status``)."""
+        return self._too_large.get(vault.id)
+
+    async def call(
+        self, job: Job, vault: VaultRow, body: p.IndexQuery | p.IndexMissing | p.IndexStatus
+    ) -> p.WorkerReplyBody:
+        """Ask the index worker; when its cache is stale, bring it to the job's epoch and ask again.
+
+        Raises:
+            MemoriesError: ``vault_changed`` after :data:`SYNC_ATTEMPTS` stale answers, ``vault_too_large``, and
+                the worker's failures; StaleEpoch: the vault changed during the job.
+        """
+        for _ in range(SYNC_ATTEMPTS):
+            reply = await job.call(self._daemon.workers["index"], body)
+            if not isinstance(reply, p.IndexStale):
+                return reply
+            await self._sync(job, vault, reply.have)
+        raise MemoriesError("vault_changed", "the index kept falling behind the vault; try again")
+
+    async def refresh(self, job: Job, vault: VaultRow) -> None:
+        """Bring the cache up to date now (after an ingest), so the next search is fast and a vault over the R-21
+        limits is reported at once. The job adopts the vault's current epoch first (its own writes); a change by
+        someone else meanwhile is left to the next search.
+
+        Raises:
+            MemoriesError: ``vault_too_large``, ``budget_exceeded``, ``vault_changed`` and the worker's failures.
+        """
+        job.adopt_current_epoch()
+        with contextlib.suppress(StaleEpoch):
+            await self.call(job, vault, p.IndexStatus(vault=vault.id, epoch=job.epoch))
+
+    async def _sync(self, job: Job, vault: VaultRow, have: dict[str, int] | None) -> None:
+        daemon = self._daemon
+        index = daemon.workers["index"]
+        async with self._locks.setdefault(vault.id, trio.Lock()):
+            eligible = await daemon.db(daemon.vaults.eligible, vault)
+            held = have or {}
+            deletes = [record_id for record_id in held if record_id not in eligible]
+            changed = [record_id for record_id, revision in eligible.items() if held.get(record_id) != revision]
+            batches = [changed[i : i + SYNC_BATCH] for i in range(0, len(changed), SYNC_BATCH)] or [[]]
+            for number, batch in enumerate(batches):
+                final = number == len(batches) - 1
+                sync = p.IndexSync(
+                    vault=vault.id,
+                    epoch=job.epoch or 0,
+                    upserts=await daemon.db(daemon.vaults.index_records, vault, batch),
+                    deletes=deletes if number == 0 else [],
+                    final=final,
+                    fresh=have is None and number == 0,
+                    expected=eligible if final else {},
+                )
+                try:
+                    reply = await job.call(index, sync)
+                except MemoriesError as exc:
+                    if exc.code == "vault_too_large":
+                        self._too_large[vault.id] = exc.message
+                    raise
+                if isinstance(reply, p.IndexStale):
+                    return  # the cache was evicted or rebuilt meanwhile: the caller asks again and starts over
+            self._too_large.pop(vault.id, None)
