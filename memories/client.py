@@ -1,8 +1,8 @@
 """The client side of the daemon socket: blocking, small, and fast to import (no trio, no numpy).
 
 >>> client = Client(resolve_home(None, None))
->>> client.request(p.VaultList()).result          # doctest: +SKIP
-VaultListing(vaults=[...])
+>>> client.request(p.VaultList()).document()      # doctest: +SKIP
+{'vaults': [...]}
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class Client:
     def __init__(self, home: Home) -> None:
         self.home = home
         self._encoder = msgspec.msgpack.Encoder()
-        self._decoder = msgspec.msgpack.Decoder(p.ServerFrame)
+        self._decoder = msgspec.msgpack.Decoder(p.ClientFrame)
 
     def connect(self) -> socket.socket:
         """A connected socket.
@@ -61,7 +61,7 @@ class Client:
         _check_peer(sock, self.home)
         return sock
 
-    def request(self, request: p.Request, on_progress: Callable[[p.Progress], None] | None = None) -> p.Reply:
+    def request(self, request: p.Request, on_progress: Callable[[p.Progress], None] | None = None) -> p.ClientReply:
         """Send ``request``; call ``on_progress`` for each progress event; return the reply.
 
         Raises:

@@ -38,8 +38,7 @@ def daemon_status(client: Client) -> p.DaemonStatus | None:
         if exc.code == "daemon_not_running":
             return None
         raise
-    assert isinstance(reply.result, p.DaemonStatus)
-    return reply.result
+    return reply.decode(p.DaemonStatus)
 
 
 def start_daemon(home: Home) -> p.DaemonStatus:

@@ -13,11 +13,13 @@ tag is removed), so the shapes documented in the README are these structs.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
 import msgspec
 
 PROTOCOL_VERSION = 1
+
+T = TypeVar("T")
 
 RecordKind = Literal["memory", "card", "credential", "file"]
 Sensitivity = Literal["general", "private"]
@@ -535,6 +537,35 @@ class Failure(_Message):
 
 
 ServerFrame = Progress | Reply | Failure
+
+
+class ClientReply(msgspec.Struct, tag_field=TAG_FIELD, tag="Reply", kw_only=True):
+    """A :class:`Reply` as the client reads it: the result stays MessagePack (``msgspec.Raw``) until it is
+    printed or decoded into its type. The CLI prints results as JSON or text, so typing every one of the 16 result
+    structs on each start would only cost time (building that decoder takes about 5 ms)."""
+
+    result: msgspec.Raw
+    warnings: list[str] = []
+
+    def document(self) -> dict[str, Any]:
+        """The result as the ``--json`` document: plain data without the ``$type`` tags."""
+        return _untag(msgspec.msgpack.decode(self.result))
+
+    def decode(self, kind: type[T]) -> T:
+        """The result as ``kind`` (validated)."""
+        return msgspec.msgpack.decode(self.result, type=kind)
+
+
+ClientFrame = Progress | ClientReply | Failure
+"""What a client decodes: the server's frames with the result left raw."""
+
+
+def _untag(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _untag(v) for k, v in value.items() if k != TAG_FIELD}
+    if isinstance(value, list):
+        return [_untag(v) for v in value]
+    return value
 
 
 # ---------------------------------------------------------------------------------------------------------------

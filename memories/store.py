@@ -94,11 +94,13 @@ class Store:
         self._db.executescript(SCHEMA)
 
     def close(self) -> None:
+        """Close the connection (daemon shutdown)."""
         self._db.close()
 
     # -- settings ------------------------------------------------------------------------------------------
 
     def get_setting(self, key: str) -> bytes | None:
+        """The value stored under ``key`` in ``settings``, or ``None``."""
         row = self._db.execute("SELECT value FROM settings WHERE key = ?", (key,)).fetchone()
         return row[0] if row else None
 
@@ -122,22 +124,26 @@ class Store:
             )
 
     def vaults(self) -> list[VaultRow]:
+        """Every vault, oldest first."""
         rows = self._db.execute(
             "SELECT id, name, device_only, created, wrapped_key FROM vaults ORDER BY created, id"
         ).fetchall()
         return [VaultRow(r[0], r[1], bool(r[2]), r[3], r[4]) for r in rows]
 
     def set_device_only(self, vault_id: str, device_only: bool) -> None:
+        """Change a vault's device-only policy."""
         with self._transaction():
             self._db.execute("UPDATE vaults SET device_only = ? WHERE id = ?", (int(device_only), vault_id))
 
     # -- records -------------------------------------------------------------------------------------------
 
     def record_exists(self, vault_id: str, record_id: str) -> bool:
+        """The record is live (not deleted) in the vault."""
         row = self._db.execute("SELECT 1 FROM records WHERE vault_id = ? AND id = ?", (vault_id, record_id)).fetchone()
         return row is not None
 
     def count_records(self, vault_id: str) -> int:
+        """Live records of the vault, every kind."""
         return self._db.execute("SELECT count(*) FROM records WHERE vault_id = ?", (vault_id,)).fetchone()[0]
 
     def add_revision(self, vault_id: str, record_id: str, revision: int, at: float, header: bytes, body: bytes) -> None:

@@ -31,16 +31,8 @@ Document = dict[str, Any]
 
 
 def to_document(result: p.Result) -> Document:
-    """The ``--json`` document of a result: its fields, without the internal ``$type`` tags."""
-    return _untag(msgspec.to_builtins(result))
-
-
-def _untag(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _untag(v) for k, v in value.items() if k != p.TAG_FIELD}
-    if isinstance(value, list):
-        return [_untag(v) for v in value]
-    return value
+    """The ``--json`` document of a result struct (``daemon start`` builds one itself): its fields, untagged."""
+    return p.ClientReply(result=msgspec.Raw(msgspec.msgpack.encode(result))).document()
 
 
 class Session:
@@ -69,7 +61,7 @@ class Session:
         else:
             with self._progress() as on_progress:
                 reply = self.client.request(request, on_progress)
-        return to_document(reply.result), reply.warnings
+        return reply.document(), reply.warnings
 
     def emit(self, document: Document, warnings: list[str], human: Callable[[Document], None]) -> None:
         """Print a result: the JSON document, or ``human(document)`` and the warnings on stderr."""

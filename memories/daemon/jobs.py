@@ -59,15 +59,18 @@ class Epochs:
         self._by_vault: dict[str, int] = {}
 
     def get(self, vault_id: str) -> int:
+        """The vault's current epoch (a fresh one the first time it is asked)."""
         epoch = self._by_vault.get(vault_id)
         if epoch is None:
             epoch = self._by_vault[vault_id] = next(self._counter)
         return epoch
 
     def bump(self, vault_id: str) -> None:
+        """The vault changed: give it a new epoch."""
         self._by_vault[vault_id] = next(self._counter)
 
     def bump_all(self) -> None:
+        """Every vault changed (lock)."""
         for vault_id in list(self._by_vault):
             self.bump(vault_id)
 
@@ -94,6 +97,7 @@ class Job:
         self._epochs = epochs
 
     def info(self) -> p.JobInfo:
+        """The job as ``memories jobs`` shows it."""
         return p.JobInfo(
             id=self.id,
             kind=self.kind,
@@ -137,6 +141,7 @@ class Job:
             listener(event)
 
     def stale(self) -> bool:
+        """The job's vault has changed since the job captured its epoch."""
         return self.vault_id is not None and self.epoch != self._epochs.get(self.vault_id)
 
     def check_budget(self, details: dict[str, Any] | None = None) -> None:

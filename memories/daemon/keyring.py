@@ -75,6 +75,7 @@ class Keyring:
             raise MemoriesError("bad_passphrase", "the passphrase does not unlock this home") from None
 
     def lock(self) -> None:
+        """Drop the master key and every vault key (the supervisor also restarts the workers that saw plaintext)."""
         self._master = None
         self._vault_keys.clear()
 
@@ -87,6 +88,7 @@ class Keyring:
         return self._master
 
     def wrap_vault_key(self, vault_id: str, key: bytes) -> bytes:
+        """Seal a new vault's data key under the master key, bound to the vault id; raises ``vault_locked``."""
         return crypto.seal(self.master(), key, crypto.vault_key_aad(vault_id))
 
     def vault_key(self, vault: VaultRow) -> bytes:

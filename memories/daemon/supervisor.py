@@ -12,9 +12,9 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, TypeVar
 
 import trio
 
@@ -26,6 +26,7 @@ from memories.daemon.ingest import Ingest
 from memories.daemon.jobs import Epochs, JobManager
 from memories.daemon.keyring import Keyring
 from memories.daemon.models import Models
+from memories.daemon.records import Records
 from memories.daemon.retrieval import Retrieval
 from memories.daemon.server import Connection, serve_socket
 from memories.daemon.vaults import Vaults
@@ -46,6 +47,9 @@ PLAINTEXT_WORKERS = ("index", "embedding")
 generation will hand it chunks and join this list)."""
 
 _ALWAYS_ALLOWED = (p.Status, p.Stop)
+
+Handler = Callable[[Any, Connection], Awaitable[p.Result]]
+"""A request handler: the typed request and its connection (for progress, warnings and hang-ups)."""
 
 
 class Daemon:
@@ -73,6 +77,23 @@ class Daemon:
         self.indexing = Indexing(self)
         self.retrieval = Retrieval(self)
         self.ingest = Ingest(self)
+        self.records = Records(self)
+        self._handlers: dict[type, Handler] = {
+            p.Status: self._status,
+            p.Stop: self._stop,
+            p.Init: self._init,
+            p.Unlock: self._unlock,
+            p.Lock: self._lock,
+            p.Jobs: self._jobs,
+            p.JobCancel: self._job_cancel,
+            **self.records.handlers(),
+            p.MemorySearch: self.retrieval.memory_search,
+            p.RagSearch: self.retrieval.search,
+            p.RagStatus: self.retrieval.status,
+            p.RagIngest: self.ingest.run,
+            p.RagIndex: self.indexing.index,
+            p.RagModelInstall: self.models.install,
+        }
         self._db_limiter = trio.CapacityLimiter(1)
         self._last_activity = 0.0  # trio clock, set when serving starts
         self._nursery: trio.Nursery | None = None
@@ -186,7 +207,7 @@ class Daemon:
         handler = self._handlers.get(type(request))
         if handler is None:
             raise MemoriesError("protocol_error", f"unknown request {type(request).__name__}")
-        return await handler(self, request, conn)
+        return await handler(request, conn)
 
     def _check_envelope(self, envelope: p.Envelope, request: p.Request) -> None:
         if envelope.protocol != p.PROTOCOL_VERSION:
@@ -253,125 +274,12 @@ class Daemon:
         await self.lock()
         return p.Done(ok=True, locked=True)
 
-    async def _vault_create(self, request: p.VaultCreate, conn: Connection) -> p.Result:
-        row = await self.db(self.vaults.create, request.name, request.device_only)
-        return _vault_info(row)
-
-    async def _vault_list(self, request: p.VaultList, conn: Connection) -> p.Result:
-        self.keyring.master()
-        return p.VaultListing(vaults=[_vault_info(v) for v in await self.db(self.vaults.list)])
-
-    async def _vault_show(self, request: p.VaultShow, conn: Connection) -> p.Result:
-        vault = await self.resolve_unlocked(request.vault)
-        count = await self.db(self.vaults.count_records, vault)
-        return p.VaultDetail(
-            id=vault.id, name=vault.name, device_only=vault.device_only, created=vault.created, records=count
-        )
-
-    async def _vault_policy(self, request: p.VaultPolicy, conn: Connection) -> p.Result:
-        vault = await self.resolve_unlocked(request.vault)
-        vault = await self.db(self.vaults.set_policy, vault, request.device_only)
-        self.content_changed(vault)
-        return _vault_info(vault)
-
-    async def _memory_add(self, request: p.MemoryAdd, conn: Connection) -> p.Result:
-        vault = await self.resolve_unlocked(request.vault)
-        record_id, revision = await self.db(
-            self.vaults.add,
-            vault,
-            request.kind,
-            request.sensitivity,
-            request.title,
-            request.body,
-            request.meta,
-        )
-        self.content_changed(vault)
-        return p.RecordRef(id=record_id, revision=revision)
-
-    async def _memory_read(self, request: p.MemoryRead, conn: Connection) -> p.Result:
-        vault = await self.resolve_unlocked(request.vault)
-        return await self.db(self.vaults.read, vault, request.id, request.revision)
-
-    async def _memory_list(self, request: p.MemoryList, conn: Connection) -> p.Result:
-        vault = await self.resolve_unlocked(request.vault)
-        return p.RecordListing(records=await self.db(self.vaults.summaries, vault, request.kind))
-
-    async def _memory_update(self, request: p.MemoryUpdate, conn: Connection) -> p.Result:
-        vault = await self.resolve_unlocked(request.vault)
-
-        def update() -> tuple[str, int]:
-            return self.vaults.update(
-                vault,
-                request.id,
-                title=request.title,
-                body=request.body,
-                sensitivity=request.sensitivity,
-                meta=request.meta,
-            )
-
-        record_id, revision = await self.db(update)
-        self.content_changed(vault)
-        return p.RecordRef(id=record_id, revision=revision)
-
-    async def _memory_delete(self, request: p.MemoryDelete, conn: Connection) -> p.Result:
-        vault = await self.resolve_unlocked(request.vault)
-        await self.db(self.vaults.delete, vault, request.id)
-        self.content_changed(vault)
-        return p.Done(ok=True)
-
     async def _jobs(self, request: p.Jobs, conn: Connection) -> p.Result:
         return p.JobListing(jobs=self.jobs.listing())
 
     async def _job_cancel(self, request: p.JobCancel, conn: Connection) -> p.Result:
         job = self.jobs.cancel(request.job_id)
         return p.JobListing(jobs=[job.info()])
-
-    async def _memory_search(self, request: p.MemorySearch, conn: Connection) -> p.Result:
-        return await self.retrieval.memory_search(request, conn)
-
-    async def _rag_search(self, request: p.RagSearch, conn: Connection) -> p.Result:
-        return await self.retrieval.search(request, conn)
-
-    async def _rag_status(self, request: p.RagStatus, conn: Connection) -> p.Result:
-        return await self.retrieval.status(request, conn)
-
-    async def _rag_index(self, request: p.RagIndex, conn: Connection) -> p.Result:
-        return await self.indexing.index(request, conn)
-
-    async def _rag_ingest(self, request: p.RagIngest, conn: Connection) -> p.Result:
-        return await self.ingest.run(request, conn)
-
-    async def _rag_model_install(self, request: p.RagModelInstall, conn: Connection) -> p.Result:
-        return await self.models.install(request, conn)
-
-    _handlers: ClassVar[dict[type, Callable[..., Any]]] = {
-        p.Status: _status,
-        p.Stop: _stop,
-        p.Init: _init,
-        p.Unlock: _unlock,
-        p.Lock: _lock,
-        p.VaultCreate: _vault_create,
-        p.VaultList: _vault_list,
-        p.VaultShow: _vault_show,
-        p.VaultPolicy: _vault_policy,
-        p.MemoryAdd: _memory_add,
-        p.MemoryRead: _memory_read,
-        p.MemoryList: _memory_list,
-        p.MemoryUpdate: _memory_update,
-        p.MemoryDelete: _memory_delete,
-        p.MemorySearch: _memory_search,
-        p.RagIngest: _rag_ingest,
-        p.RagSearch: _rag_search,
-        p.RagStatus: _rag_status,
-        p.RagIndex: _rag_index,
-        p.RagModelInstall: _rag_model_install,
-        p.Jobs: _jobs,
-        p.JobCancel: _job_cancel,
-    }
-
-
-def _vault_info(row: VaultRow) -> p.VaultInfo:
-    return p.VaultInfo(id=row.id, name=row.name, device_only=row.device_only)
 
 
 def _verify_passphrase(store: Store, passphrase: str) -> None:

@@ -25,6 +25,12 @@ PASSPHRASE = "benchmark passphrase"
 FAST_KDF = "[crypto]\nkdf_memory_kib = 1024\nkdf_iterations = 1\nkdf_lanes = 1\n"
 
 
+def program_environment() -> dict[str, str]:
+    """This environment with bytecode caches on, as any installed program runs (some shells here set
+    ``PYTHONDONTWRITEBYTECODE``, which makes every start compile the modules again)."""
+    return {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+
+
 def memories_executable() -> str:
     candidate = Path(sys.executable).with_name("memories")
     return str(candidate) if candidate.exists() else "memories"
@@ -36,7 +42,7 @@ class BenchHome:
     def __init__(self, config: str = "", env: dict[str, str] | None = None) -> None:
         self.path = Path(tempfile.mkdtemp(prefix="memories-bench-"))
         (self.path / "config.toml").write_text(FAST_KDF + config)
-        self.env = {**os.environ, "MEMORIES_HOME": str(self.path), **(env or {})}
+        self.env = {**program_environment(), "MEMORIES_HOME": str(self.path), **(env or {})}
         self.client = Client(resolve_home(str(self.path), None))
 
     def __enter__(self) -> BenchHome:

@@ -27,11 +27,11 @@ from pathlib import Path
 import msgspec
 
 from memories.limits import MAX_CHUNKS
-from memories.protocol import IndexRecord, MemoryUpdate, RagSearch
+from memories.protocol import IndexRecord, MemoryUpdate, RagSearch, SearchReport
 from memories.rag.analysis import analyze_query, analyze_text
 from memories.rag.chunking import chunk_text
 from memories.rag.vault_index import VaultIndex
-from ops.bench.harness import BenchHome, memories_executable, percentiles, timed
+from ops.bench.harness import PASSPHRASE, BenchHome, memories_executable, percentiles, program_environment, timed
 from ops.corpus import CORPUS, load_notes, load_queries, note_paths
 
 MIB = 1024 * 1024
@@ -181,23 +181,19 @@ def measure_daemon(corpus: Path, rounds: int) -> Iterator[Measurement]:
     with BenchHome() as home, tempfile.TemporaryDirectory() as scratch:
         home.cli("vault", "create", "notes")
         seconds = timed(lambda: home.cli("rag", "ingest", "notes", str(corpus), "--recursive", *excludes))
-        yield Measurement(
-            "daemon: ingest",
-            size / MIB / seconds,
-            "MiB/s",
-            f"{len(notes)} notes, {size / MIB:.2f} MiB in {seconds:.2f} s",
-        )
-        seconds = timed(lambda: _search(home, "notes", "git"))
-        chunks = home.cli("rag", "status", "notes")["chunks"]
-        yield Measurement("daemon: first search (cold build)", seconds, "s", f"{chunks} chunks, one vault")
+        detail = f"{len(notes)} notes, {size / MIB:.2f} MiB in {seconds:.2f} s: stored encrypted and indexed"
+        yield Measurement("daemon: ingest", size / MIB / seconds, "MiB/s", detail)
 
         for copy in ("a", "b"):
             shutil.copytree(corpus, Path(scratch) / copy)
         home.cli("vault", "create", "large")
         home.cli("rag", "ingest", "large", scratch, "--recursive", *excludes)
-        seconds = timed(lambda: _search(home, "large", "git"))
         chunks = home.cli("rag", "status", "large")["chunks"]
-        yield Measurement("daemon: full index build", seconds, "s", f"{chunks} chunks ({2 * len(notes)} notes)")
+        home.cli("lock")  # restarts the index worker: the next search builds the whole index from the store
+        home.cli("unlock", "--passphrase-stdin", stdin=PASSPHRASE + "\n")
+        seconds = timed(lambda: _search(home, "large", "git"))
+        detail = f"{chunks} chunks ({2 * len(notes)} notes): decrypt, send, chunk, analyze, FTS5"
+        yield Measurement("daemon: full index build", seconds, "s", detail)
 
         samples = [timed(lambda q=q: _search(home, "large", q)) for _ in range(rounds) for q in queries]
         p50, p95 = percentiles(samples)
@@ -226,20 +222,23 @@ def measure_daemon(corpus: Path, rounds: int) -> Iterator[Measurement]:
 
     version = [memories_executable(), "--version"]
     baseline = [sys.executable, "-c", "import click, msgspec"]
-    startup = percentiles([timed(lambda: subprocess.run(version, capture_output=True)) for _ in range(rounds)])[0]
-    floor = percentiles([timed(lambda: subprocess.run(baseline, capture_output=True)) for _ in range(rounds)])[0]
+    env = program_environment()
+    for command in (version, baseline):  # first runs write the bytecode caches
+        subprocess.run(command, capture_output=True, env=env)
+    startup = percentiles([timed(lambda: subprocess.run(version, capture_output=True, env=env)) for _ in range(rounds)])
+    floor = percentiles([timed(lambda: subprocess.run(baseline, capture_output=True, env=env)) for _ in range(rounds)])
     yield Measurement(
         "CLI: start-up p50",
-        startup * 1000,
+        startup[0] * 1000,
         "ms",
-        f"`memories --version`; Python + click + msgspec alone: {floor * 1000:.1f} ms",
+        f"`memories --version`; Python + click + msgspec alone: {floor[0] * 1000:.1f} ms",
     )
 
 
 def _search(home: BenchHome, vault: str, query: str, expect: int | None = None) -> None:
-    reply = home.client.request(RagSearch(vault=vault, query=query, mode="bm25"))
-    if expect is not None and len(reply.result.results) != expect:  # type: ignore[union-attr]
-        raise RuntimeError(f"the search for {query!r} found {len(reply.result.results)} results")  # type: ignore[union-attr]
+    results = home.client.request(RagSearch(vault=vault, query=query, mode="bm25")).decode(SearchReport).results
+    if expect is not None and len(results) != expect:
+        raise RuntimeError(f"the search for {query!r} found {len(results)} results")
 
 
 def print_table(measurements: list[Measurement]) -> None:

@@ -1,0 +1,107 @@
+"""Vault and record requests: ``vault create|list|show|policy`` and ``memory add|read|list|update|delete``.
+
+Each runs its store work in the store's thread (:meth:`Daemon.db`) and marks the vault changed afterwards, so
+every cache of it is stale from the next request on (R-19).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from memories import protocol as p
+from memories.daemon.server import Connection
+from memories.store import VaultRow
+
+if TYPE_CHECKING:
+    from memories.daemon.supervisor import Daemon, Handler
+
+
+class Records:
+    """The vault and record requests of the daemon; every one needs the home unlocked (``vault_locked``)."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        self._daemon = daemon
+
+    def handlers(self) -> dict[type, Handler]:
+        """Request type -> handler, for the daemon's dispatch table."""
+        return {
+            p.VaultCreate: self._vault_create,
+            p.VaultList: self._vault_list,
+            p.VaultShow: self._vault_show,
+            p.VaultPolicy: self._vault_policy,
+            p.MemoryAdd: self._memory_add,
+            p.MemoryRead: self._memory_read,
+            p.MemoryList: self._memory_list,
+            p.MemoryUpdate: self._memory_update,
+            p.MemoryDelete: self._memory_delete,
+        }
+
+    async def _vault_create(self, request: p.VaultCreate, conn: Connection) -> p.Result:
+        row = await self._daemon.db(self._daemon.vaults.create, request.name, request.device_only)
+        return _vault_info(row)
+
+    async def _vault_list(self, request: p.VaultList, conn: Connection) -> p.Result:
+        self._daemon.keyring.master()
+        return p.VaultListing(vaults=[_vault_info(v) for v in await self._daemon.db(self._daemon.vaults.list)])
+
+    async def _vault_show(self, request: p.VaultShow, conn: Connection) -> p.Result:
+        vault = await self._daemon.resolve_unlocked(request.vault)
+        count = await self._daemon.db(self._daemon.vaults.count_records, vault)
+        return p.VaultDetail(
+            id=vault.id, name=vault.name, device_only=vault.device_only, created=vault.created, records=count
+        )
+
+    async def _vault_policy(self, request: p.VaultPolicy, conn: Connection) -> p.Result:
+        vault = await self._daemon.resolve_unlocked(request.vault)
+        vault = await self._daemon.db(self._daemon.vaults.set_policy, vault, request.device_only)
+        self._daemon.content_changed(vault)
+        return _vault_info(vault)
+
+    async def _memory_add(self, request: p.MemoryAdd, conn: Connection) -> p.Result:
+        vault = await self._daemon.resolve_unlocked(request.vault)
+        record_id, revision = await self._daemon.db(
+            self._daemon.vaults.add,
+            vault,
+            request.kind,
+            request.sensitivity,
+            request.title,
+            request.body,
+            request.meta,
+        )
+        self._daemon.content_changed(vault)
+        return p.RecordRef(id=record_id, revision=revision)
+
+    async def _memory_read(self, request: p.MemoryRead, conn: Connection) -> p.Result:
+        vault = await self._daemon.resolve_unlocked(request.vault)
+        return await self._daemon.db(self._daemon.vaults.read, vault, request.id, request.revision)
+
+    async def _memory_list(self, request: p.MemoryList, conn: Connection) -> p.Result:
+        vault = await self._daemon.resolve_unlocked(request.vault)
+        return p.RecordListing(records=await self._daemon.db(self._daemon.vaults.summaries, vault, request.kind))
+
+    async def _memory_update(self, request: p.MemoryUpdate, conn: Connection) -> p.Result:
+        vault = await self._daemon.resolve_unlocked(request.vault)
+
+        def update() -> tuple[str, int]:
+            return self._daemon.vaults.update(
+                vault,
+                request.id,
+                title=request.title,
+                body=request.body,
+                sensitivity=request.sensitivity,
+                meta=request.meta,
+            )
+
+        record_id, revision = await self._daemon.db(update)
+        self._daemon.content_changed(vault)
+        return p.RecordRef(id=record_id, revision=revision)
+
+    async def _memory_delete(self, request: p.MemoryDelete, conn: Connection) -> p.Result:
+        vault = await self._daemon.resolve_unlocked(request.vault)
+        await self._daemon.db(self._daemon.vaults.delete, vault, request.id)
+        self._daemon.content_changed(vault)
+        return p.Done(ok=True)
+
+
+def _vault_info(row: VaultRow) -> p.VaultInfo:
+    return p.VaultInfo(id=row.id, name=row.name, device_only=row.device_only)
