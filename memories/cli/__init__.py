@@ -8,12 +8,12 @@ msgspec and the protocol.
 from __future__ import annotations
 
 import importlib
-import json
 import signal
 import sys
 from typing import Any
 
 import click
+import msgspec
 
 from memories import __version__
 from memories.cli.output import common_options
@@ -71,6 +71,6 @@ def main() -> None:
     except click.ClickException as exc:
         if "--json" in sys.argv[1:]:
             error = {"error": {"code": "usage_error", "message": exc.format_message()}}
-            click.echo(json.dumps(error, ensure_ascii=False))
+            click.echo(msgspec.json.encode(error).decode())
         exc.show()
         sys.exit(exc.exit_code)
