@@ -63,22 +63,24 @@ def check_query(request: p.IndexCheckQuery, ctx: Context) -> p.QueryChecked:
     return p.QueryChecked(terms=len(analyze_query(request.query).terms))
 
 
-def query(request: p.IndexQuery, ctx: Context) -> p.IndexHits | p.IndexStale:
-    cache = _touch(request.vault, create=False)
-    stale = _stale(cache, request.epoch)
+def _current(vault: str, epoch: int) -> VaultCache | p.IndexStale:
+    """The vault's cache if it is at ``epoch`` (and now the most recently used), else the stale answer."""
+    cache = _touch(vault, create=False)
+    stale = _stale(cache, epoch)
     if stale is not None:
         return stale
     assert cache is not None
-    return p.IndexHits(hits=cache.search(request))
+    return cache
+
+
+def query(request: p.IndexQuery, ctx: Context) -> p.IndexHits | p.IndexStale:
+    cache = _current(request.vault, request.epoch)
+    return cache if isinstance(cache, p.IndexStale) else p.IndexHits(hits=cache.search(request))
 
 
 def missing(request: p.IndexMissing, ctx: Context) -> p.MissingInputs | p.IndexStale:
-    cache = _touch(request.vault, create=False)
-    stale = _stale(cache, request.epoch)
-    if stale is not None:
-        return stale
-    assert cache is not None
-    return cache.missing(request.space_key, request.limit)
+    cache = _current(request.vault, request.epoch)
+    return cache if isinstance(cache, p.IndexStale) else cache.missing(request.space_key, request.limit)
 
 
 def store_vectors(request: p.IndexStoreVectors, ctx: Context) -> p.VectorsStored | p.IndexStale:

@@ -51,11 +51,8 @@ class Retrieval:
             MemoriesError: ``limit_too_large``, ``query_too_long``, ``too_many_terms``, ``vault_too_large``,
                 ``model_not_installed``, ``model_invalid``, ``budget_exceeded`` and the workers' failures.
         """
-        _check_limit(request.limit)
         daemon = self._daemon
-        vault = await daemon.resolve_unlocked(request.vault)
-        job = daemon.jobs.new_job("search", vault.id)
-        conn.attach(job)
+        vault, job = await self._start(request.vault, request.limit, conn)
 
         async def work(job: Job) -> p.SearchReport:
             mode = request.mode
@@ -94,11 +91,7 @@ class Retrieval:
 
         Chunks are fetched ``limit`` × 12 at a time, deeper until ``limit`` records are found or no more match.
         """
-        _check_limit(request.limit)
-        daemon = self._daemon
-        vault = await daemon.resolve_unlocked(request.vault)
-        job = daemon.jobs.new_job("search", vault.id)
-        conn.attach(job)
+        vault, job = await self._start(request.vault, request.limit, conn)
 
         async def work(job: Job) -> p.MemorySearchReport:
             depth = request.limit * MEMORY_SEARCH_CHUNKS_PER_RECORD * 4
@@ -119,7 +112,7 @@ class Retrieval:
                     return p.MemorySearchReport(results=records)
                 depth *= 4
 
-        return await daemon.jobs.run(job, work)
+        return await self._daemon.jobs.run(job, work)
 
     async def status(self, request: p.RagStatus, conn: Connection) -> p.RagStatusReport:
         """``rag status``: works while locked (then nothing is cached, since lock restarts the index worker).
@@ -151,6 +144,14 @@ class Retrieval:
             missing=reply.missing,
             vector_bytes=reply.vector_bytes,
         )
+
+    async def _start(self, vault_ref: str, limit: int, conn: Connection) -> tuple[VaultRow, Job]:
+        """Check the limit, resolve the vault and make the search job (attached to the client's connection)."""
+        _check_limit(limit)
+        vault = await self._daemon.resolve_unlocked(vault_ref)
+        job = self._daemon.jobs.new_job("search", vault.id)
+        conn.attach(job)
+        return vault, job
 
     async def _query(self, job: Job, vault: VaultRow, query: p.IndexQuery) -> list[p.SearchHit]:
         """Run one query at the job's epoch in the index worker (cache synced first); keep hits of eligible records."""
