@@ -499,6 +499,17 @@ def test_memory_search_groups_chunks_by_record(lab: Lab) -> None:
     assert records[0]["id"] == rag_first
 
 
+def test_memory_search_fills_its_limit_when_more_records_match(lab: Lab) -> None:
+    # "rails active support" matches about 50 notes; one long note alone holds the best 100 chunks, so grouping
+    # the first chunk window would give far fewer than 20 records.
+    chunks = lab.search("rails active support", vault="corpus", limit=100)["results"]
+    assert len({hit["asset_id"] for hit in chunks}) < 20
+    records = lab.home.ok("memory", "search", "corpus", "rails active support", "--limit", "20")["results"]
+    assert len(records) == 20 and len({r["id"] for r in records}) == 20
+    everything = lab.home.ok("memory", "search", "corpus", "rails active support", "--limit", "100")["results"]
+    assert 20 < len(everything) < 100
+
+
 def test_search_limits(lab: Lab) -> None:
     home = lab.home
     for command in ("rag", "memory"):
