@@ -61,12 +61,19 @@ class Client:
         _check_peer(sock, self.home)
         return sock
 
-    def request(self, request: p.Request, on_progress: Callable[[p.Progress], None] | None = None) -> p.ClientReply:
+    def request(
+        self,
+        request: p.Request,
+        on_progress: Callable[[p.Progress], None] | None = None,
+        timeout: float | None = None,
+    ) -> p.ClientReply:
         """Send ``request``; call ``on_progress`` for each progress event; return the reply.
 
         Raises:
             RequestFailed: the daemon's failure (code, message, details, warnings).
-            MemoriesError: ``daemon_not_running``, also when the daemon hangs up without an answer.
+            MemoriesError: ``daemon_not_running``, also when the daemon hangs up without an answer;
+                ``daemon_unresponsive`` when ``timeout`` seconds pass without a frame (for quick requests such as
+                ``Status``; jobs may take minutes between frames, so they wait without one).
         """
         envelope = p.Envelope(
             protocol=p.PROTOCOL_VERSION,
@@ -84,13 +91,18 @@ class Client:
         except OverflowError:
             raise MemoriesError("invalid_argument", "a number is too large") from None
         with self.connect() as sock:
+            sock.settimeout(timeout)
             try:
                 send_frame(sock, payload)
+            except TimeoutError:
+                raise _unresponsive(self.home, timeout) from None
             except OSError:
                 raise _gone(self.home) from None
             while True:
                 try:
                     frame = recv_frame(sock)
+                except TimeoutError:
+                    raise _unresponsive(self.home, timeout) from None
                 except OSError:
                     raise _gone(self.home) from None
                 if frame is None:
@@ -128,3 +140,10 @@ def _check_peer(sock: socket.socket, home: Home) -> None:
             "daemon_not_running",
             f"the socket {home.socket_path} belongs to another user (uid {uid}); refusing to talk to it",
         )
+
+
+def _unresponsive(home: Home, timeout: float | None) -> MemoriesError:
+    return MemoriesError(
+        "daemon_unresponsive",
+        f"the daemon of {home.root} did not answer within {timeout:g} s; `memories daemon stop` ends it",
+    )

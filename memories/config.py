@@ -29,6 +29,7 @@ from typing import Annotated, Any
 import msgspec
 
 from memories.errors import MemoriesError
+from memories.files import read_regular_file
 from memories.urls import endpoint_problem, proxy_problem
 
 SECRET_KEY_NAMES = frozenset({"api_key", "key", "password", "secret", "token"})
@@ -92,14 +93,19 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     rag: RagConfig = msgspec.field(default_factory=RagConfig)
 
 
+MAX_CONFIG_BYTES = 1024 * 1024
+"""Largest config file read, in bytes (a real one is a few hundred)."""
+
+
 def config_digest(path: Path) -> str:
-    """SHA-256 hex of the file's bytes, or ``"absent"``: how the daemon notices an edit that needs a restart."""
+    """SHA-256 hex of the file's bytes, ``"absent"``, or ``"unreadable: <why>"``: how the daemon notices an edit
+    that needs a restart. Never raises and never blocks (a FIFO or a device in its place is just unreadable)."""
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        return hashlib.sha256(read_regular_file(path, MAX_CONFIG_BYTES)).hexdigest()
     except FileNotFoundError:
         return "absent"
     except OSError as exc:
-        raise MemoriesError("invalid_config", f"cannot read {path}: {exc.strerror}") from None
+        return f"unreadable: {exc.strerror or exc}"
 
 
 def load_config(path: Path) -> Config:
@@ -111,11 +117,11 @@ def load_config(path: Path) -> Config:
             ``model_download_base_url`` the URL policy refuses (:mod:`memories.urls`).
     """
     try:
-        raw = path.read_bytes()
+        raw = read_regular_file(path, MAX_CONFIG_BYTES)
     except FileNotFoundError:
         return Config()
     except OSError as exc:
-        raise MemoriesError("invalid_config", f"cannot read {path}: {exc.strerror}") from None
+        raise MemoriesError("invalid_config", f"cannot read {path}: {exc.strerror or exc}") from None
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:

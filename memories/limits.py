@@ -34,3 +34,22 @@ MAX_TEXT_BYTES = 16 * 1024 * 1024
 
 MAX_VECTOR_BYTES = 32 * 1024 * 1024
 """R-21: most bytes of vectors (float32) in one cached vault."""
+
+
+def check_result_limit(limit: int) -> None:
+    """R-17: a search asks for 1 to :data:`MAX_RESULTS` results.
+
+    Raises:
+        MemoriesError: ``limit_too_large`` above the maximum, ``invalid_argument`` below 1.
+    """
+    from memories.errors import MemoriesError
+
+    if limit > MAX_RESULTS:
+        shown = f"{limit:,}" if limit < 10**12 else "that many"
+        raise MemoriesError(
+            "limit_too_large",
+            f"at most {MAX_RESULTS} results can be requested, not {shown}",
+            {"max": MAX_RESULTS, "value": min(limit, 2**62)},
+        )
+    if limit < 1:
+        raise MemoriesError("invalid_argument", "--limit must be at least 1")

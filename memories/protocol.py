@@ -461,7 +461,8 @@ class RagStatusReport(_Message):
     last_build: float | None
     model: ModelState
     embedded: int
-    missing: int
+    missing: int | None
+    """Chunks still without a vector; null while the cache is cold (not known until the vault is indexed)."""
     vector_bytes: int
 
 

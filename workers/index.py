@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from memories import protocol as p
+from memories.errors import MemoriesError
 from memories.limits import MAX_CACHED_VAULTS
 from memories.rag.analysis import analyze_query
 from memories.rag.pipeline import VaultCache
@@ -46,7 +47,12 @@ def sync(request: p.IndexSync, ctx: Context) -> p.IndexSynced | p.IndexStale:
         return p.IndexStale(have=cache.index.have() if cache is not None else None)
     cache = _touch(request.vault, create=True)
     assert cache is not None
-    cache.apply(request.upserts, request.deletes)
+    try:
+        cache.apply(request.upserts, request.deletes)
+    except MemoriesError:
+        # Over an R-21 limit the vault cannot be searched: do not let it hold a cache slot another vault could use.
+        _caches.pop(request.vault, None)
+        raise
     if request.final:
         have = cache.index.have()
         extra = [record_id for record_id in have if record_id not in request.expected]

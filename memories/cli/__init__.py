@@ -8,7 +8,6 @@ msgspec and the protocol.
 from __future__ import annotations
 
 import importlib
-import signal
 import sys
 from typing import Any
 
@@ -57,10 +56,10 @@ def main() -> None:
     """Console-script entry point.
 
     Usage errors keep click's message and exit status 2, and with ``--json`` also print the one JSON document
-    (code ``usage_error``); Ctrl-C exits 130; a closed stdout pipe (``memories ... | head``) ends the process
-    quietly, as for any Unix filter.
+    (code ``usage_error``); Ctrl-C exits 130; a closed stdout pipe (``memories ... | head``) ends the command
+    quietly (click exits 1 without a message). SIGPIPE stays ignored, as Python sets it: the daemon runs through
+    this entry point too, and a client hanging up must never kill it.
     """
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     try:
         cli.main(prog_name="memories", standalone_mode=False)
     except click.exceptions.Exit as exc:

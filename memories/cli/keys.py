@@ -9,6 +9,7 @@ import click
 from memories import protocol as p
 from memories.cli.output import Session, command
 from memories.errors import MemoriesError
+from memories.limits import MAX_PASSPHRASE_BYTES
 
 _STDIN_HELP = "Read the passphrase as one line from standard input (never from an argument)."
 
@@ -21,9 +22,11 @@ def read_passphrase(from_stdin: bool, confirm: bool) -> str:
             when there is no terminal to prompt on and ``--passphrase-stdin`` was not given.
     """
     if from_stdin:
-        line = sys.stdin.buffer.readline()
+        line = sys.stdin.buffer.readline(MAX_PASSPHRASE_BYTES + 2)  # never more than a passphrase and its newline
         if not line:
             raise MemoriesError("invalid_passphrase", "standard input held no passphrase line")
+        if len(line.rstrip(b"\r\n")) > MAX_PASSPHRASE_BYTES:
+            raise MemoriesError("invalid_passphrase", f"the passphrase is longer than {MAX_PASSPHRASE_BYTES} bytes")
         return line.rstrip(b"\r\n").decode("utf-8", "surrogateescape")
     if not sys.stdin.isatty():
         raise MemoriesError("invalid_argument", "no terminal to prompt for a passphrase; use --passphrase-stdin")

@@ -13,9 +13,9 @@ from typing import BinaryIO, get_args
 import click
 
 from memories import protocol as p
-from memories.cli.output import Session, command, one_line, table
+from memories.cli.output import Session, command, one_line, printable, table
 from memories.errors import MemoriesError
-from memories.limits import MAX_BODY_BYTES
+from memories.limits import MAX_BODY_BYTES, check_result_limit
 
 KINDS = list(get_args(p.RecordKind))
 SENSITIVITIES = list(get_args(p.Sensitivity))
@@ -118,15 +118,15 @@ def read(session: Session, vault_ref: str, record_id: str, revision: int | None)
 
     def human(document: dict) -> None:
         updated = datetime.datetime.fromtimestamp(document["updated"]).isoformat(timespec="seconds")
-        click.echo(f"# {document['title']}")
+        click.echo(f"# {printable(document['title'])}")
         click.echo(
             f"id {document['id']}  revision {document['revision']}  {document['kind']}  "
             f"{document['sensitivity']}  {updated}"
         )
         for key, value in sorted(document["meta"].items()):
-            click.echo(f"{key}: {value}")
+            click.echo(f"{key}: {printable(value)}")
         click.echo()
-        click.echo(document["body"])
+        click.echo(printable(document["body"], keep_lines=True))
 
     session.emit(*session.call(p.MemoryRead(vault=vault_ref, id=record_id, revision=revision)), human)
 
@@ -196,8 +196,11 @@ def search(session: Session, vault_ref: str, query: str, limit: int) -> None:
         if not document["results"]:
             click.echo("no results")
         for record in document["results"]:
-            click.echo(f"{record['score']:8.4g}  {record['title']}  ({record['id']} r{record['revision']})")
+            click.echo(
+                f"{record['score']:8.4g}  {one_line(record['title'], 80)}  ({record['id']} r{record['revision']})"
+            )
             for chunk in record["chunks"]:
                 click.echo(f"          [{chunk['label']}] {one_line(chunk['text'], 100)}")
 
+    check_result_limit(limit)  # the daemon checks too; this fails early, and before a huge number is encoded
     session.emit(*session.call(p.MemorySearch(vault=vault_ref, query=query, limit=limit)), human)

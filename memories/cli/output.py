@@ -202,7 +202,7 @@ def command(group: click.Group | None, name: str | None = None, **settings: Any)
             except MemoriesError as exc:
                 session.fail(exc)
                 sys.exit(EXIT_ERROR)
-            except (click.ClickException, click.exceptions.Exit, click.Abort):
+            except (click.ClickException, click.exceptions.Exit, click.Abort, BrokenPipeError):
                 raise
             except KeyboardInterrupt:
                 raise click.Abort from None
@@ -237,9 +237,31 @@ def table(rows: list[list[str]], headers: list[str]) -> None:
         click.echo("  ".join(cells).rstrip())
 
 
+_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def printable(text: str, *, keep_lines: bool = False) -> str:
+    """``text`` safe to show on a terminal: control characters (C0, C1, ESC: a note could carry escape sequences
+    that set the clipboard or fake links) and bidirectional overrides become visible ``\\xNN``/``\\uNNNN``.
+    With ``keep_lines``, newlines and tabs stay. JSON output needs none of this: it escapes them itself."""
+    kept = "\n\t" if keep_lines else ""
+    if text.isprintable() or all(c.isprintable() or c in kept for c in text):
+        return text
+    out = []
+    for char in text:
+        code = ord(char)
+        if char in kept or (char.isprintable() and char not in _BIDI_CONTROLS):
+            out.append(char)
+        elif unicodedata.category(char) == "Zs" or char in " \n\t\r":
+            out.append(" ")
+        else:
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+    return "".join(out)
+
+
 def one_line(text: str, limit: int = 60) -> str:
-    """``text`` on one line, cut to about ``limit`` columns with an ellipsis."""
-    flat = " ".join(text.split())
+    """``text`` on one line and :func:`printable`, cut to about ``limit`` columns with an ellipsis."""
+    flat = printable(" ".join(text.split()))
     out, width = [], 0
     for char in flat:
         width += display_width(char)

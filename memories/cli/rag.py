@@ -8,9 +8,9 @@ import os
 import click
 
 from memories import protocol as p
-from memories.cli.output import Session, command, one_line
+from memories.cli.output import Session, command, one_line, printable
 from memories.errors import EXIT_ERROR, EXIT_PARTIAL
-from memories.limits import MAX_RESULTS
+from memories.limits import MAX_RESULTS, check_result_limit
 
 
 @click.group()
@@ -54,7 +54,7 @@ def ingest(
             counts[result["status"]] = counts.get(result["status"], 0) + 1
             if result["status"] == "skipped":
                 continue
-            line = f"{result['status']:<9} {result['source'] or result['path']}"
+            line = f"{result['status']:<9} {printable(result['source'] or result['path'])}"
             if result["id"]:
                 line += f"  {result['id']} r{result['revision']}"
             if result["error"]:
@@ -79,10 +79,10 @@ def _snippet(text: str, highlights: list[list[int]], width: int = 200) -> str:
         span_start, span_end = max(span_start, start), min(span_end, end)
         if span_start >= span_end:
             continue
-        pieces.append(text[cursor:span_start])
-        pieces.append(click.style(text[span_start:span_end], bold=True, fg="yellow"))
+        pieces.append(printable(text[cursor:span_start]))
+        pieces.append(click.style(printable(text[span_start:span_end]), bold=True, fg="yellow"))
         cursor = span_end
-    pieces.append(text[cursor:end])
+    pieces.append(printable(text[cursor:end]))
     line = " ".join("".join(pieces).split())
     return ("…" if start else "") + line + ("…" if end < len(text) else "")
 
@@ -112,6 +112,7 @@ def search(
     no_rerank: bool,
 ) -> None:
     """Chunk-level search with citation labels, byte offsets and chunk hashes (R-07, R-10)."""
+    check_result_limit(limit)  # the daemon checks too; this fails early, and before a huge number is encoded
     request = p.RagSearch(
         vault=vault_ref,
         query=query,
@@ -147,7 +148,8 @@ def status(session: Session, vault_ref: str) -> None:
         click.echo(f"cache      {document['cache']}, {document['chunks']} chunks, {document['text_bytes']:,} bytes")
         if built:
             click.echo(f"built      {datetime.datetime.fromtimestamp(built).isoformat(timespec='seconds')}")
-        vectors = f"{document['embedded']} embedded, {document['missing']} missing"
+        missing = "?" if document["missing"] is None else document["missing"]
+        vectors = f"{document['embedded']} embedded, {missing} missing"
         click.echo(f"vectors    {vectors}, {document['vector_bytes']:,} bytes")
         state = "not installed" if not model["installed"] else ("verified" if model["verified"] else "installed")
         click.echo(f"model      {state} at {model['path']}")

@@ -14,7 +14,6 @@ so byte offsets count from the first byte after it.
 from __future__ import annotations
 
 import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,6 +26,7 @@ from memories.daemon.jobs import Job
 from memories.daemon.server import Connection
 from memories.daemon.vaults import split_tags
 from memories.errors import MemoriesError
+from memories.files import FileTooLarge, NotRegularFile, read_regular_file
 from memories.limits import MAX_BODY_BYTES
 from memories.rag.notes import first_heading, front_matter_tags
 from memories.store import VaultRow
@@ -87,6 +87,7 @@ class Ingest:
         relative = [path for path in request.paths if not os.path.isabs(path)]
         if relative:
             raise MemoriesError("invalid_argument", f"paths must be absolute, not {relative[0]!r}")
+        _exclusions(request.exclude)  # a malformed pattern is the caller's error, before any work
         job = daemon.jobs.new_job("ingest", vault.id)
         conn.attach(job)
 
@@ -152,7 +153,7 @@ class Ingest:
 
 def _walk(request: p.RagIngest) -> list[_Candidate | p.IngestResult]:
     """Expand the paths of a request into files to read and files reported as skipped or refused."""
-    spec = pathspec.GitIgnoreSpec.from_lines(request.exclude)
+    spec = _exclusions(request.exclude)
     found: list[_Candidate | p.IngestResult] = []
     for raw in request.paths:
         root = Path(raw)
@@ -164,6 +165,14 @@ def _walk(request: p.RagIngest) -> list[_Candidate | p.IngestResult]:
             error = p.ErrorInfo(code="invalid_argument", message=f"{root} does not exist")
             found.append(p.IngestResult(path=raw, source=None, status="refused", error=error))
     return _refuse_repeated_sources(found)
+
+
+def _exclusions(patterns: list[str]) -> pathspec.PathSpec:
+    """The ``--exclude`` patterns (gitignore syntax); raises ``invalid_argument`` for one git would not accept."""
+    try:
+        return pathspec.GitIgnoreSpec.from_lines(patterns)
+    except Exception as exc:  # pathspec's pattern errors have no common public base class
+        raise MemoriesError("invalid_argument", f"an --exclude pattern is malformed: {exc}") from None
 
 
 def _refuse_repeated_sources(found: list[_Candidate | p.IngestResult]) -> list[_Candidate | p.IngestResult]:
@@ -198,11 +207,25 @@ def _walk_folder(root: Path, spec: pathspec.PathSpec, recursive: bool) -> list[_
             if name.startswith(".") or spec.match_file(relative):
                 continue
             path = Path(folder) / name
+            if not _is_utf8(str(path)):
+                shown = os.fsencode(path).decode("utf-8", "replace")
+                error = p.ErrorInfo(code="invalid_utf8", message=f"{shown}: the file name is not valid UTF-8")
+                found.append(p.IngestResult(path=shown, source=None, status="refused", error=error))
+                continue
             if path.suffix.lower() in TEXT_SUFFIXES:
                 found.append(_Candidate(path, relative, explicit=False))
             else:
                 found.append(p.IngestResult(path=str(path), source=relative, status="skipped"))
     return found
+
+
+def _is_utf8(name: str) -> bool:
+    """A name from the file system decoded without loss (undecodable bytes come back as lone surrogates)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _read_note(candidate: _Candidate, title: str | None) -> _Note:
@@ -233,32 +256,22 @@ def _read_note(candidate: _Candidate, title: str | None) -> _Note:
 
 
 def _read_regular_file(path: Path, limit: int) -> bytes:
-    """The bytes of a regular file of at most ``limit`` bytes, never reading more than ``limit + 1``.
-
-    Opened without blocking and checked with ``fstat`` on the open descriptor, so a FIFO, a device (``/dev/zero``)
-    or a socket is refused instead of hanging the ingest or filling memory, whatever the name says.
+    """:func:`memories.files.read_regular_file`, with its failures as ingest refusals.
 
     Raises:
         MemoriesError: ``unsupported_file`` (not a regular file), ``body_too_large``, ``invalid_argument``
             (cannot be opened or read).
     """
     try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-    except OSError as exc:
-        raise MemoriesError("invalid_argument", f"cannot read {path}: {exc.strerror}") from None
-    with os.fdopen(descriptor, "rb") as handle:
-        mode = os.fstat(descriptor).st_mode
-        if not stat.S_ISREG(mode):
-            raise _unsupported(path, "it is not a regular file (a device, pipe or socket)")
-        try:
-            data = handle.read(limit + 1)
-        except OSError as exc:
-            raise MemoriesError("invalid_argument", f"cannot read {path}: {exc.strerror}") from None
-    if len(data) > limit:
+        return read_regular_file(path, limit)
+    except NotRegularFile:
+        raise _unsupported(path, "it is not a regular file (a device, pipe or socket)") from None
+    except FileTooLarge:
         raise MemoriesError(
             "body_too_large", f"{path} is larger than {MAX_BODY_BYTES:,} bytes (2 MiB), the largest body accepted"
-        )
-    return data
+        ) from None
+    except OSError as exc:
+        raise MemoriesError("invalid_argument", f"cannot read {path}: {exc.strerror}") from None
 
 
 def _unsupported(path: Path, reason: str) -> MemoriesError:

@@ -93,6 +93,7 @@ class Job:
         self.scope = trio.CancelScope()
         self.cancel_code: str | None = None
         self.listeners: list[Callable[[p.Progress], None]] = []
+        self.interrupted_step: WorkerHandle | None = None
         self._last_event = -math.inf
         self._epochs = epochs
 
@@ -173,7 +174,11 @@ class Job:
         """
         if budget:
             self.check_budget()
-        reply = await worker.call(body, on_progress)
+        try:
+            reply = await worker.call(body, on_progress)
+        except trio.Cancelled:
+            self.interrupted_step = worker  # if the hard deadline cut it, that worker is stuck
+            raise
         if epoch and self.stale():
             raise StaleEpoch
         return reply
@@ -251,7 +256,11 @@ class JobManager:
         progress = f" after {job.done} of {job.total} {job.unit}" if job.unit else ""
         if job.cancel_code == "vault_locked":
             return MemoriesError("vault_locked", f"the home was locked while the job ran{progress}", details)
-        if job.cancel_code is None:  # the hard deadline of the cancel scope
+        if job.cancel_code is None:  # the hard deadline of the cancel scope: a step that never returned
+            if job.interrupted_step is not None:
+                stuck = job.interrupted_step
+                log.warning("job %s: the %s worker is stuck in a step; restarting it", job.id, stuck.name)
+                stuck.kill()
             message = f"a step ran far past the job's budget of {job.budget:g} s{progress}"
             return MemoriesError("budget_exceeded", message, details)
         return MemoriesError(job.cancel_code, f"job {job.id} was cancelled{progress}", details)

@@ -33,10 +33,14 @@ class Keyring:
         self._store = store
         self._master: bytes | None = None
         self._vault_keys: dict[str, bytes] = {}
+        self._initialized = False
 
     @property
     def initialized(self) -> bool:
-        return self._store.get_setting(_MASTER) is not None
+        """The home has a key hierarchy (read from the store until it has one; ``init`` is never undone)."""
+        if not self._initialized:
+            self._initialized = self._store.get_setting(_MASTER) is not None
+        return self._initialized
 
     @property
     def locked(self) -> bool:

@@ -35,9 +35,7 @@ class Models:
     def __init__(self, daemon: Daemon) -> None:
         self._daemon = daemon
         hooks = daemon.hooks
-        self.manifest: Manifest = (
-            read_manifest(Path(hooks.model_manifest)) if hooks and hooks.model_manifest else pinned_manifest()
-        )
+        self.manifest = _manifest(hooks.model_manifest if hooks else None)
         rag = daemon.config.rag
         self.user_supplied = rag.local_model_dir is not None
         self.path = Path(rag.local_model_dir) if rag.local_model_dir else Path(daemon.home.models_dir, "embeddinggemma")
@@ -168,7 +166,7 @@ class Models:
         if self._unverified:
             notes.append(
                 f"the model files in {self.path} do not match the pinned manifest; they are used as found "
-                "(run `memories rag status` for details, or move them away and run `memories rag model-install`)"
+                "(to use the pinned model, move them away and run `memories rag model-install`)"
             )
         return notes
 
@@ -177,3 +175,13 @@ class Models:
         if self._fingerprint is None or self._fingerprint == self._fingerprint_now():
             return []
         return [f"the model files in {self.path} changed since they were loaded; restart the daemon to use them"]
+
+
+def _manifest(test_manifest: str | None) -> Manifest:
+    """The pinned manifest, or (test hooks only) the one at ``test_manifest``; raises ``invalid_argument``."""
+    if test_manifest is None:
+        return pinned_manifest()
+    try:
+        return read_manifest(Path(test_manifest))
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise MemoriesError("invalid_argument", f"the test hooks' model manifest is unusable: {exc}") from None

@@ -15,7 +15,7 @@ from memories import protocol as p
 from memories.daemon.jobs import Job
 from memories.daemon.server import Connection
 from memories.errors import MemoriesError
-from memories.limits import MAX_CACHED_VAULTS, MAX_CHUNKS, MAX_RESULTS, MAX_TEXT_BYTES, MAX_VECTOR_BYTES
+from memories.limits import MAX_CACHED_VAULTS, MAX_CHUNKS, MAX_TEXT_BYTES, MAX_VECTOR_BYTES, check_result_limit
 from memories.store import VaultRow
 
 if TYPE_CHECKING:
@@ -141,13 +141,13 @@ class Retrieval:
             last_build=reply.last_build,
             model=model,
             embedded=reply.embedded,
-            missing=reply.missing,
+            missing=reply.missing if reply.cached else None,
             vector_bytes=reply.vector_bytes,
         )
 
     async def _start(self, vault_ref: str, limit: int, conn: Connection) -> tuple[VaultRow, Job]:
         """Check the limit, resolve the vault and make the search job (attached to the client's connection)."""
-        _check_limit(limit)
+        check_result_limit(limit)
         vault = await self._daemon.resolve_unlocked(vault_ref)
         job = self._daemon.jobs.new_job("search", vault.id)
         conn.attach(job)
@@ -182,18 +182,6 @@ class Retrieval:
             )
             return "bm25"
         return "hybrid"
-
-
-def _check_limit(limit: int) -> None:
-    """R-17: at most :data:`~memories.limits.MAX_RESULTS` results (the query itself is checked by the analyzer)."""
-    if limit > MAX_RESULTS:
-        raise MemoriesError(
-            "limit_too_large",
-            f"at most {MAX_RESULTS} results can be requested, not {limit}",
-            {"max": MAX_RESULTS, "value": limit},
-        )
-    if limit < 1:
-        raise MemoriesError("invalid_argument", "--limit must be at least 1")
 
 
 def _labelled(hits: list[p.SearchHit]) -> list[p.SearchHit]:

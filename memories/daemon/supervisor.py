@@ -138,11 +138,7 @@ class Daemon:
     def warnings(self) -> list[str]:
         """What every reply tells the client about the daemon itself (R-09, R-24). Never raises."""
         notes = []
-        try:
-            digest = config_digest(Path(self.home.config_path))
-        except MemoriesError as exc:
-            digest = exc.message
-        if digest != self.config_digest:
+        if config_digest(Path(self.home.config_path)) != self.config_digest:
             notes.append(
                 f"{self.home.config_path} changed since the daemon started; restart it to apply the change "
                 "(memories daemon stop && memories daemon start)"
@@ -191,7 +187,14 @@ class Daemon:
         self.epochs.bump(vault.id)
 
     async def resolve(self, ref: str) -> VaultRow:
-        return await self.db(self.vaults.resolve, ref)
+        """The vault named by id or name (works while locked); raises ``not_initialized``, ``vault_not_found``."""
+
+        def resolve() -> VaultRow:
+            if not self.keyring.initialized:
+                raise MemoriesError("not_initialized", "this home has no key hierarchy yet; run `memories init`")
+            return self.vaults.resolve(ref)
+
+        return await self.db(resolve)
 
     async def resolve_unlocked(self, ref: str) -> VaultRow:
         self.keyring.master()

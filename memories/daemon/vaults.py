@@ -76,6 +76,7 @@ class Vaults:
             MemoriesError: ``vault_not_found``; ``ambiguous_vault`` when ``ref`` is one vault's id and another's
                 name (``create`` prevents this, so only a store written otherwise can hold such a pair).
         """
+        ref = unicodedata.normalize("NFC", ref)
         matches = [v for v in self._store.vaults() if ref in (v.id, v.name)]
         if not matches:
             raise MemoriesError("vault_not_found", f"no vault has the id or name {ref!r}")
@@ -84,7 +85,9 @@ class Vaults:
         return matches[0]
 
     def create(self, name: str, device_only: bool) -> VaultRow:
-        """Raises ``invalid_vault_name``, ``vault_name_taken``, ``vault_locked``."""
+        """Raises ``invalid_vault_name``, ``vault_name_taken``, ``vault_locked``. Names are kept in Unicode NFC, so
+        two names that look the same are the same name."""
+        name = unicodedata.normalize("NFC", name)
         if not name or len(name) > 64 or name != name.strip() or any(unicodedata.category(c)[0] == "C" for c in name):
             raise MemoriesError("invalid_vault_name", f"{name!r} is not a usable vault name")
         existing = self._store.vaults()

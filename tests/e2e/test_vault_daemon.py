@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
@@ -475,6 +476,7 @@ def test_a_vault_over_the_chunk_limit_is_reported_at_ingest_and_in_status(vault:
     assert any("10,000" in warning for warning in ingested["warnings"])
     status = vault.ok("rag", "status", "notes")
     assert any("searches fail" in warning for warning in status["warnings"])
+    assert status["cache"] == "cold"  # a vault over the limits holds no cache slot another vault could use
     error = vault.fails("vault_too_large", "rag", "search", "notes", "straw")
     assert error["details"]["limit"] == "chunks" and error["details"]["max"] == 10_000
 
@@ -587,3 +589,112 @@ def test_two_files_with_the_same_source_are_not_merged(vault: HomeDir, tmp_path:
         ("refused", "invalid_argument"),
     ]
     assert [r["title"] for r in vault.ok("memory", "list", "notes")["records"]] == ["Notes a"]
+
+
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL])
+def test_a_client_that_hangs_up_cancels_its_job_and_the_daemon_lives_on(home: HomeDir, how: signal.Signals) -> None:
+    with_hooks(home, step_delay_seconds={"IndexQuery": 1})
+    vault = initialize(home)
+    vault.ok("memory", "add", "notes", "--title", "t", "--body", "hang up")
+    vault.worker_pid("index")
+    pid = vault.status()["pid"]
+    search = _search_in_background(vault, "hang")
+    job = vault.wait_for(
+        lambda: next((j for j in vault.ok("jobs")["jobs"] if j["state"] == "running"), None), what="a running job"
+    )
+    search.send_signal(how)
+    search.wait(timeout=30)
+    if how == signal.SIGINT:
+        assert search.returncode == 130
+    vault.wait_for(
+        lambda: next(j for j in vault.ok("jobs")["jobs"] if j["id"] == job["id"])["state"] == "cancelled",
+        what="the job to be cancelled",
+    )
+    assert vault.status()["pid"] == pid and _process_alive(pid)
+    assert vault.ok("rag", "search", "notes", "hang")["results"]
+
+
+def test_config_that_is_not_a_regular_file(tmp_path: Path) -> None:
+    home = HomeDir(tmp_path / "home")
+    home.path.mkdir()
+    home.fails("invalid_config", "daemon", "start", "--config", "/dev/zero")  # never read to the end
+    fifo = tmp_path / "fifo.toml"
+    os.mkfifo(fifo)
+    home.fails("invalid_config", "daemon", "start", "--config", str(fifo))  # never blocks on a pipe
+    home.config.write_text(FAST_KDF)
+    try:
+        initialize(home)
+        home.config.unlink()
+        os.mkfifo(home.config)  # swapped for a pipe while the daemon runs: a warning, never a hang
+        assert any("restart" in w for w in home.ok("vault", "list")["warnings"])
+    finally:
+        home.stop()
+
+
+def test_a_stopped_daemon_is_stopped_for_good(vault: HomeDir) -> None:
+    status = vault.status()
+    os.kill(status["pid"], signal.SIGSTOP)
+    error = vault.fails("daemon_unresponsive", "daemon", "status")
+    assert "daemon stop" in error["message"]
+    stopped = vault.ok("daemon", "stop")
+    assert any("killed" in warning for warning in stopped["warnings"])
+    vault.wait_for(lambda: not _process_alive(status["pid"]), what="the daemon to be gone")
+    vault.start()
+    vault.ok("unlock", "--passphrase-stdin", stdin=PASSPHRASE + "\n")
+    assert [v["name"] for v in vault.ok("vault", "list")["vaults"]] == ["notes"]
+
+
+def test_more_bad_input_at_the_boundary(vault: HomeDir, tmp_path: Path) -> None:
+    endless = vault.run("unlock", "--passphrase-stdin", stdin=b"a" * (20 * 1024 * 1024))
+    assert endless.code == 1 and endless.error_code == "invalid_passphrase"
+    vault.fails("limit_too_large", "rag", "search", "notes", "q", "--limit", "99999999999999999999")
+    vault.fails("limit_too_large", "memory", "search", "notes", "q", "--limit", "101")
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "good.md").write_text("# Good\n")
+    (folder / os.fsdecode(b"bad-\xff-name.md")).write_text("# Bad name\n")
+    result = vault.run("rag", "ingest", "notes", str(folder))
+    assert result.code == 3, result.stdout + result.stderr
+    assert sorted((r["status"], (r["error"] or {}).get("code")) for r in result.doc["results"]) == [
+        ("added", None),
+        ("refused", "invalid_utf8"),
+    ]
+    vault.fails("invalid_argument", "rag", "ingest", "notes", str(folder), "--exclude", "foo\\")
+    vault.ok("vault", "create", "Caf\u00e9")
+    vault.fails("vault_name_taken", "vault", "create", "Cafe\u0301")  # the same name in NFD
+    assert vault.ok("vault", "show", "Cafe\u0301")["name"] == "Caf\u00e9"
+
+
+def test_terminal_escapes_in_notes_are_shown_not_obeyed(vault: HomeDir) -> None:
+    evil = "evil \x1b]52;c;cHduZWQ=\x07 clip \x1b[2J \u202e txt"
+    ref = vault.ok("memory", "add", "notes", "--title", evil, "--body", f"escape {evil}")
+    for args in (
+        ("memory", "read", "notes", ref["id"]),
+        ("memory", "list", "notes"),
+        ("rag", "search", "notes", "clip"),
+    ):
+        shown = vault.run(*args, json_output=False)
+        assert shown.code == 0 and "\x1b" not in shown.stdout and "\x07" not in shown.stdout
+        assert "\u202e" not in shown.stdout and "\\x1b" in shown.stdout
+    assert vault.ok("memory", "read", "notes", ref["id"])["title"] == evil  # stored and returned exactly
+
+
+def test_status_of_a_home_without_keys(home: HomeDir) -> None:
+    home.start()
+    home.fails("not_initialized", "rag", "status", "notes")
+
+
+def test_a_worker_stuck_past_the_budget_is_replaced(home: HomeDir) -> None:
+    home.config.write_text(home.config.read_text() + "[daemon]\njob_budget_seconds = 1\n")
+    vault = initialize(home)
+    vault.ok("memory", "add", "notes", "--title", "t", "--body", "stuck worker")
+    stuck = vault.worker_pid("index")
+    os.kill(stuck, signal.SIGSTOP)  # a step that never returns
+    try:
+        error = vault.fails("budget_exceeded", "rag", "search", "notes", "stuck")  # budget + 30 s of grace
+        assert "far past" in error["message"]
+        fresh = vault.wait_for(lambda: (pid := vault.worker_pid("index")) != stuck and pid, what="a new index worker")
+        assert fresh != stuck and vault.ok("rag", "search", "notes", "stuck")["results"]
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(stuck, signal.SIGKILL)
