@@ -4,6 +4,8 @@ The body limit keeps a record far below the 16 MiB per-vault index budget of R-2
 notes people keep as text (the biggest note of the sample corpus is 118 KB).
 """
 
+from memories.errors import MemoriesError
+
 MAX_BODY_BYTES = 2 * 1024 * 1024
 """Largest record body in UTF-8 bytes (2 MiB). An empty body is allowed (the record is found by its title)."""
 
@@ -42,8 +44,6 @@ def check_result_limit(limit: int) -> None:
     Raises:
         MemoriesError: ``limit_too_large`` above the maximum, ``invalid_argument`` below 1.
     """
-    from memories.errors import MemoriesError
-
     if limit > MAX_RESULTS:
         shown = f"{limit:,}" if limit < 10**12 else "that many"
         raise MemoriesError(
