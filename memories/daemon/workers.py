@@ -9,6 +9,7 @@ restarted after a backoff (0.1 s doubling to 5 s, reset after 30 s of healthy ru
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import os
@@ -114,7 +115,9 @@ class WorkerHandle:
             await pending.done.wait()
         finally:
             if self._pending.pop(request_id, None) is not None and self._frames is frames:
-                with trio.CancelScope(shield=True):
+                # Best effort: a worker that died meanwhile (lock kills it) needs no notice, and an error here
+                # must not replace the cancellation that brought us here.
+                with trio.CancelScope(shield=True), contextlib.suppress(MemoriesError):
                     await self._send(frames, p.WorkerCancel(id=request_id))
         outcome = pending.outcome
         if isinstance(outcome, MemoriesError):
