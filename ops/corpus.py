@@ -6,8 +6,10 @@
 >>> notes = load_notes()
 >>> len(notes), notes[0].source, notes[0].title
 (311, 'chinese-copywriting-guidelines/README.en.md', 'Chinese Copywriting Guidelines')
->>> load_queries()[0]
-Query(id='T1', query='臺灣身分證字號檢核', expected='cloudywing-hackmd-notes/docs/backend/臺灣證號檢核.md')
+>>> load_queries()[0].expected
+'cloudywing-hackmd-notes/docs/backend/臺灣證號檢核.md'
+>>> load_queries()[2].also_relevant
+('chinese-copywriting-guidelines/README.zh-Hans.md', 'chinese-copywriting-guidelines/README.en.md')
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ _QUERY_ID = re.compile(r"[A-Z]\d+")
 
 
 class Query(NamedTuple):
-    """One row of the table in ``queries.md``; a tuple, so ``for query_id, query, expected in ...`` works."""
+    """One row of the table in ``queries.md``; a tuple, so ``for query_id, query, expected, also in ...`` works."""
 
     id: str
     """The row id: a letter for the language of the query (T, S, E, M) and a number, e.g. ``T1``."""
@@ -35,6 +37,8 @@ class Query(NamedTuple):
     """The search text, as a user types it."""
     expected: str
     """The note that should rank first: its path relative to the corpus folder, as in ``MANIFEST.tsv``."""
+    also_relevant: tuple[str, ...]
+    """The notes of the "also relevant" cell, resolved to manifest paths (see :func:`resolve_also_relevant`)."""
 
 
 def note_paths(root: Path = CORPUS) -> list[str]:
@@ -81,11 +85,60 @@ def load_queries(root: Path = CORPUS) -> list[Query]:
         ValueError: the file has no such row.
     """
     path = root / "queries.md"
+    notes = note_paths(root)
     queries = []
     for line in path.read_text(encoding="utf-8").splitlines():
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        if len(cells) >= 3 and _QUERY_ID.fullmatch(cells[0]):
-            queries.append(Query(id=cells[0], query=cells[1], expected=cells[2]))
+        if len(cells) >= 4 and _QUERY_ID.fullmatch(cells[0]):
+            also = resolve_also_relevant(cells[3], cells[2], notes)
+            queries.append(Query(id=cells[0], query=cells[1], expected=cells[2], also_relevant=also))
     if not queries:
         raise ValueError(f"{path} has no table of search checks")
     return queries
+
+
+def resolve_also_relevant(cell: str, expected: str, notes: list[str]) -> tuple[str, ...]:
+    """The manifest paths an "also relevant" cell names, in the cell's order.
+
+    The cell is written for people: ``—`` for none; items separated by ``,`` or ``;``; remarks in parentheses;
+    shorthands ``zh-hans/ and zh-hant/code-of-conduct.md`` and ``zh-cn and zh-tw ch16-01-threads.md`` (two
+    folders, one file name); ``name…`` for a path that starts so; ``…/name`` for one that ends so. An item names
+    the notes whose path is the item or ends with ``/`` + the item; of those, the one sharing most leading folders
+    with ``expected`` (then the shortest path) is meant.
+
+    Raises:
+        ValueError: an item that names no note, or two notes equally well.
+    """
+    cell = re.sub(r"\([^)]*\)", "", cell).strip()
+    if cell in ("", "—"):
+        return ()
+    items = []
+    for part in re.split(r"[,;]", cell):
+        part = part.strip().removeprefix("…/")
+        pair = re.fullmatch(r"(\S+?)/? and (\S+?)[/ ](\S+)", part)
+        items.extend([f"{pair[1]}/{pair[3]}", f"{pair[2]}/{pair[3]}"] if pair else [part])
+    return tuple(_resolve_item(item, expected, notes) for item in items)
+
+
+def _resolve_item(item: str, expected: str, notes: list[str]) -> str:
+    prefix = item.endswith("…")
+    stem = item.removesuffix("…")
+
+    def names(path: str) -> bool:
+        if not prefix:
+            return path == stem or path.endswith("/" + stem)
+        start = 0 if path.startswith(stem) else path.find("/" + stem) + 1
+        return (start > 0 or path.startswith(stem)) and "/" not in path[start + len(stem) :]
+
+    def closeness(path: str) -> tuple[int, int]:
+        shared = 0
+        for mine, theirs in zip(path.split("/")[:-1], expected.split("/")[:-1], strict=False):
+            if mine != theirs:
+                break
+            shared += 1
+        return shared, -path.count("/")
+
+    candidates = sorted((path for path in notes if names(path) and path != expected), key=closeness, reverse=True)
+    if not candidates or (len(candidates) > 1 and closeness(candidates[0]) == closeness(candidates[1])):
+        raise ValueError(f"queries.md: {item!r} (beside {expected}) names {len(candidates)} notes, not one")
+    return candidates[0]

@@ -423,7 +423,7 @@ def test_corpus_queries_rank_the_expected_note_in_the_top_3() -> None:
     queries = load_queries()
     assert len(queries) == 15
     ranks = {}
-    for query_id, query, expected in queries:
+    for query_id, query, expected, _ in queries:
         hits = index.search(analyze_query(query), match_mode="any", limit=100)
         ranked_records = list(dict.fromkeys(hit.row.record_id for hit in hits))
         ranks[query_id] = ranked_records.index(expected) + 1 if expected in ranked_records else None

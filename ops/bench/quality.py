@@ -1,0 +1,377 @@
+"""Search quality benchmark through the daemon: nDCG@10, Recall@10, MRR@10 and p50 latency per mode (issue 11).
+
+Usage::
+
+    python -m ops.bench.quality SET [--model-dir DIR] [--docs N] [--queries N] [--threads N] [--json]
+
+``SET`` is either a retrieval set folder (``corpus.jsonl`` ``{"id","title","text"}``, ``queries.jsonl``
+``{"id","text"}``, ``qrels.tsv`` with a ``query_id doc_id relevance`` header, as in ``../shared/devsets``) or
+the sample corpus folder (``tests/corpus``: ``MANIFEST.tsv`` and ``queries.md``). Without ``--model-dir`` the
+tiny test model is built and used (the figures then mean nothing; the code path is what CI checks).
+
+What it does, as a user would:
+
+1. **Files.** A set's documents are written as ``<id>.md`` in a scratch folder: the text alone when the title is
+   empty (an untitled note), else ``# <title>``, a blank line and the text. The corpus is used as it is.
+2. **Daemon.** A throwaway home (:class:`ops.bench.harness.BenchHome`) with ``[rag] local_model_dir`` set to the
+   model; ``rag ingest`` of the folder, then ``rag index`` until every chunk has a vector.
+3. **Searches.** Every query in each mode, ``--limit 100``: ``bm25``, ``vector``, ``hybrid`` and ``hybrid
+   --no-rerank``, through the client library (the CLI's own request path, without a process start per query).
+4. **Scoring at the record level**: a record counts at the rank of its first chunk; later chunks of the same
+   record are skipped. Gains are the graded relevances (linear gain; ``log2(rank + 1)`` discount):
+
+   - ``nDCG@10 = DCG@10 / ideal DCG@10`` (Järvelin & Kekäläinen, 2002), ``DCG@10 = Σ rel_i / log2(i + 1)``;
+   - ``Recall@10`` = relevant records in the top 10 / relevant records;
+   - ``MRR@10`` = 1 / rank of the first relevant record within the top 10, else 0.
+
+   For a set, relevance comes from ``qrels.tsv`` (documents matched by file name); for ``queries.md`` the
+   "expected top" note has relevance 2 and the "also relevant" ones 1, matched by ``source``.
+5. **Subsets**: the query-id prefix before ``-`` (a set's ``zht2zhs``) or the id's letter (``queries.md``'s
+   ``T``, ``S``, ``E``, ``M``), besides ``all``.
+6. **Bare reference** on the same model, in this process: every document embedded whole with the model card's
+   document prompt (``title: {title | "none"} | text: …``, the first :data:`~memories.config.RagConfig.max_tokens`
+   tokens), every query with its query prompt, ranked by cosine; the same scoring. The product's ``vector`` row
+   should be within 0.01 of it.
+
+p50 latency is the median seconds of one search request (socket, supervisor, workers; the query embedding
+included in ``vector`` and ``hybrid``), shown in ms. Figures are for reading, never test assertions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memories.config import RagConfig
+from memories.errors import MemoriesError
+from memories.models.embedding import document_input, query_input
+from memories.models.telemetry import disable_telemetry_environment
+from memories.protocol import RagIndex, RagSearch, SearchReport
+from ops.bench.embed import build_tiny_model
+from ops.bench.harness import BenchHome
+from ops.corpus import load_notes, load_queries
+
+MODES: tuple[tuple[str, str, bool], ...] = (
+    ("bm25", "bm25", False),
+    ("vector", "vector", False),
+    ("hybrid", "hybrid", False),
+    ("hybrid --no-rerank", "hybrid", True),
+)
+"""(row label, search mode, no_rerank) of each product row."""
+BARE = "bare vector reference"
+CUTOFF = 10
+LIMIT = 100
+
+
+@dataclass(frozen=True)
+class Document:
+    """One document of a set: ``id`` (also its file name stem for sets, its ``source`` for the corpus)."""
+
+    id: str
+    title: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Query:
+    """One query: ``relevance`` maps document ids to graded relevance (> 0)."""
+
+    id: str
+    text: str
+    relevance: dict[str, int]
+
+    @property
+    def subset(self) -> str:
+        """``zht2zhs`` for ``zht2zhs-38``; ``T`` for ``T1``."""
+        return self.id.split("-", 1)[0] if "-" in self.id else self.id.rstrip("0123456789")
+
+
+@dataclass
+class Benchmark:
+    """A loaded set: its documents, queries and how to lay it out as files to ingest."""
+
+    name: str
+    documents: list[Document]
+    queries: list[Query]
+    folder: Path | None = None
+    """The folder to ingest when the documents are already files (the corpus); else they are written out."""
+    excludes: tuple[str, ...] = ()
+
+
+@dataclass
+class Scores:
+    """Per-query figures of one row, keyed by query id."""
+
+    ndcg: dict[str, float] = field(default_factory=dict)
+    recall: dict[str, float] = field(default_factory=dict)
+    mrr: dict[str, float] = field(default_factory=dict)
+    seconds: list[float] = field(default_factory=list)
+
+    def add(self, query: Query, ranked: Sequence[str], seconds: float | None = None) -> None:
+        """Score one query's ranked document ids (duplicates already removed)."""
+        self.ndcg[query.id] = ndcg_at(ranked, query.relevance)
+        self.recall[query.id] = recall_at(ranked, query.relevance)
+        self.mrr[query.id] = mrr_at(ranked, query.relevance)
+        if seconds is not None:
+            self.seconds.append(seconds)
+
+    def summary(self, query_ids: Iterable[str]) -> dict[str, float]:
+        """Means over ``query_ids``."""
+        ids = list(query_ids)
+        return {
+            "ndcg@10": statistics.fmean(self.ndcg[q] for q in ids),
+            "recall@10": statistics.fmean(self.recall[q] for q in ids),
+            "mrr@10": statistics.fmean(self.mrr[q] for q in ids),
+        }
+
+
+def ndcg_at(ranked: Sequence[str], relevance: dict[str, int], cutoff: int = CUTOFF) -> float:
+    """nDCG at ``cutoff`` with linear gains: ``Σ rel_i / log2(i + 1)`` over the ideal order's sum (0 … 1).
+
+    >>> round(ndcg_at(["b", "a"], {"a": 1}), 4)
+    0.6309
+    """
+    dcg = sum(relevance.get(doc, 0) / math.log2(rank + 1) for rank, doc in enumerate(ranked[:cutoff], start=1))
+    ideal = sorted(relevance.values(), reverse=True)[:cutoff]
+    best = sum(gain / math.log2(rank + 1) for rank, gain in enumerate(ideal, start=1))
+    return dcg / best if best else 0.0
+
+
+def recall_at(ranked: Sequence[str], relevance: dict[str, int], cutoff: int = CUTOFF) -> float:
+    """Share of the relevant documents found in the top ``cutoff``."""
+    relevant = {doc for doc, gain in relevance.items() if gain > 0}
+    return len(relevant.intersection(ranked[:cutoff])) / len(relevant) if relevant else 0.0
+
+
+def mrr_at(ranked: Sequence[str], relevance: dict[str, int], cutoff: int = CUTOFF) -> float:
+    """1 / rank of the first relevant document within the top ``cutoff``, else 0."""
+    for rank, doc in enumerate(ranked[:cutoff], start=1):
+        if relevance.get(doc, 0) > 0:
+            return 1.0 / rank
+    return 0.0
+
+
+def load_set(folder: Path, *, docs: int | None = None, queries: int | None = None) -> Benchmark:
+    """A retrieval set folder, or the sample corpus folder (``queries.md``), as a :class:`Benchmark`.
+
+    ``queries`` keeps the first N queries; ``docs`` keeps at most N documents, the relevant ones of the kept
+    queries first, then the others in file order (so every kept query can still be answered).
+
+    Raises:
+        ValueError: the folder holds neither layout, or a qrel names an unknown document.
+    """
+    if (folder / "queries.md").is_file():
+        notes = load_notes(folder)
+        documents = [Document(note.source or note.id, note.title, note.body) for note in notes]
+        kept = [
+            Query(row.id, row.query, {row.expected: 2, **dict.fromkeys(row.also_relevant, 1)})
+            for row in load_queries(folder)
+        ]
+        excludes = ("SOURCES.md", "queries.md")
+        return _bounded(Benchmark(folder.name, documents, kept, folder=folder, excludes=excludes), docs, queries)
+    if not (folder / "corpus.jsonl").is_file():
+        raise ValueError(f"{folder} has neither corpus.jsonl nor queries.md")
+    documents = [Document(row["id"], row.get("title") or "", row["text"]) for row in _jsonl(folder / "corpus.jsonl")]
+    relevance: dict[str, dict[str, int]] = {}
+    lines = (folder / "qrels.tsv").read_text(encoding="utf-8").splitlines()
+    for line in lines[1:]:
+        if line.strip():
+            query_id, doc_id, grade = line.split("\t")
+            relevance.setdefault(query_id, {})[doc_id] = int(grade)
+    known = {document.id for document in documents}
+    unknown = {doc for grades in relevance.values() for doc in grades} - known
+    if unknown:
+        raise ValueError(f"{folder / 'qrels.tsv'} names {len(unknown)} documents not in corpus.jsonl")
+    kept = [
+        Query(row["id"], row["text"], relevance[row["id"]])
+        for row in _jsonl(folder / "queries.jsonl")
+        if row["id"] in relevance
+    ]
+    return _bounded(Benchmark(folder.name, documents, kept), docs, queries)
+
+
+def _bounded(benchmark: Benchmark, docs: int | None, queries: int | None) -> Benchmark:
+    if queries is not None:
+        benchmark.queries = benchmark.queries[:queries]
+    if docs is not None:
+        if benchmark.folder is not None:
+            raise ValueError("--docs applies to a set folder, not to the sample corpus")
+        needed = {doc for query in benchmark.queries for doc in query.relevance}
+        first = [document for document in benchmark.documents if document.id in needed]
+        rest = [document for document in benchmark.documents if document.id not in needed]
+        chosen = {document.id for document in (first + rest)[: max(docs, len(first))]}
+        benchmark.documents = [document for document in benchmark.documents if document.id in chosen]
+    return benchmark
+
+
+def write_files(documents: Sequence[Document], folder: Path) -> None:
+    """Each document as ``<id>.md``: the text alone when untitled, else ``# title``, a blank line, the text."""
+    for document in documents:
+        body = f"# {document.title}\n\n{document.text}\n" if document.title else f"{document.text}\n"
+        (folder / f"{document.id}.md").write_text(body, encoding="utf-8")
+
+
+def run_product(benchmark: Benchmark, model_dir: Path, threads: int) -> tuple[dict[str, Scores], dict[str, Any]]:
+    """Ingest, index and search through a daemon; per-row scores and what the index held."""
+    config = (
+        f"[daemon]\njob_budget_seconds = 86400\n[rag]\nlocal_model_dir = '{model_dir}'\nlocal_threads = {threads}\n"
+    )
+    with tempfile.TemporaryDirectory(prefix="memories-quality-") as scratch, BenchHome(config) as home:
+        folder = benchmark.folder
+        if folder is None:
+            folder = Path(scratch)
+            write_files(benchmark.documents, folder)
+        excludes = [arg for name in benchmark.excludes for arg in ("--exclude", name)]
+        home.cli("vault", "create", "bench")
+        started = time.perf_counter()
+        home.cli("rag", "ingest", "bench", str(folder), "--recursive", *excludes)
+        ingest_seconds = time.perf_counter() - started
+        started = time.perf_counter()
+        home.client.request(RagIndex(vault="bench"))
+        index_seconds = time.perf_counter() - started
+        status = home.cli("rag", "status", "bench")
+        if status["missing"]:
+            raise RuntimeError(f"rag index left {status['missing']} chunks without a vector")
+        to_id = _source_to_id(benchmark)
+        rows = {label: Scores() for label, _, _ in MODES}
+        for query in benchmark.queries:
+            for label, mode, no_rerank in MODES:
+                request = RagSearch(vault="bench", query=query.text, mode=mode, limit=LIMIT, no_rerank=no_rerank)
+                started = time.perf_counter()
+                report = home.client.request(request).decode(SearchReport)
+                seconds = time.perf_counter() - started
+                if report.mode != mode:
+                    raise RuntimeError(f"asked for {mode}, the daemon searched in {report.mode}")
+                ranked = list(dict.fromkeys(to_id(hit.source or "") for hit in report.results))
+                rows[label].add(query, ranked, seconds)
+    held = {
+        "records": status["records"],
+        "chunks": status["chunks"],
+        "ingest_seconds": ingest_seconds,
+        "index_seconds": index_seconds,
+    }
+    return rows, held
+
+
+def _source_to_id(benchmark: Benchmark) -> Any:
+    if benchmark.folder is not None:
+        return lambda source: source
+    return lambda source: source.removesuffix(".md")
+
+
+def run_bare(benchmark: Benchmark, model_dir: Path, threads: int) -> Scores:
+    """The bare vector reference: whole documents and queries with the model card's prompts, cosine ranking."""
+    from memories.models.local_onnx import LocalOnnxEmbedder
+
+    defaults = RagConfig()
+    embedder = LocalOnnxEmbedder(
+        model_dir, threads=threads, max_tokens=defaults.max_tokens, batch_size=defaults.embed_batch_size
+    )
+    inputs = [document_input(document.title or None, document.text) for document in benchmark.documents]
+    documents = embedder.embed(inputs)
+    queries = embedder.embed([query_input(query.text) for query in benchmark.queries])
+    similarity = queries @ documents.T
+    ids = [document.id for document in benchmark.documents]
+    scores = Scores()
+    for query, row in zip(benchmark.queries, similarity, strict=True):
+        order = np.argsort(-row, kind="stable")[:LIMIT]
+        scores.add(query, [ids[position] for position in order])
+    return scores
+
+
+def report(benchmark: Benchmark, rows: dict[str, Scores]) -> dict[str, Any]:
+    """``{"set", "queries", "subsets": {subset: {row: {metric: value}}}, "p50_ms": {row: ms}}``."""
+    subsets: dict[str, list[str]] = {"all": [query.id for query in benchmark.queries]}
+    for query in benchmark.queries:
+        subsets.setdefault(query.subset, []).append(query.id)
+    return {
+        "set": benchmark.name,
+        "queries": len(benchmark.queries),
+        "documents": len(benchmark.documents),
+        "subsets": {
+            name: {"n": len(ids), **{label: scores.summary(ids) for label, scores in rows.items()}}
+            for name, ids in subsets.items()
+        },
+        "p50_ms": {label: statistics.median(scores.seconds) * 1000 for label, scores in rows.items() if scores.seconds},
+    }
+
+
+def markdown(figures: dict[str, Any]) -> str:
+    """nDCG@10 (Recall@10, MRR@10) per subset and row as a Markdown table, then p50 latency."""
+    labels = [label for label, _, _ in MODES] + ([BARE] if BARE in figures["subsets"]["all"] else [])
+    lines = [
+        f"**{figures['set']}** ({figures['documents']} documents, {figures['queries']} queries; model "
+        f"{figures['model']}): nDCG@10 / Recall@10 / MRR@10",
+        "",
+        "| subset | n | " + " | ".join(labels) + " |",
+        "|---|---:|" + "---:|" * len(labels),
+    ]
+    for name, row in figures["subsets"].items():
+        cells = [
+            f"{row[label]['ndcg@10']:.3f} / {row[label]['recall@10']:.3f} / {row[label]['mrr@10']:.3f}"
+            for label in labels
+        ]
+        lines.append(f"| {name} | {row['n']} | " + " | ".join(cells) + " |")
+    latency = ", ".join(f"{label} {ms:.1f} ms" for label, ms in figures["p50_ms"].items())
+    lines += ["", f"p50 search latency: {latency}."]
+    held = figures["index"]
+    lines.append(
+        f"Index: {held['records']} records, {held['chunks']} chunks; ingest {held['ingest_seconds']:.1f} s, "
+        f"rag index {held['index_seconds']:.1f} s."
+    )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line of the module docstring; returns the exit status."""
+    disable_telemetry_environment()
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("set", type=Path, help="a retrieval set folder, or the sample corpus folder")
+    parser.add_argument("--model-dir", type=Path, help="the model folder (default: build the tiny model)")
+    parser.add_argument("--docs", type=int, help="keep at most N documents (the kept queries' relevant ones first)")
+    parser.add_argument("--queries", type=int, help="keep the first N queries")
+    parser.add_argument("--threads", type=int, default=min(RagConfig().local_threads, cores))
+    parser.add_argument("--no-bare", action="store_true", help="skip the bare vector reference")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args(argv)
+    try:
+        benchmark = load_set(args.set, docs=args.docs, queries=args.queries)
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="memories-bench-") as scratch:
+        model_dir = args.model_dir or build_tiny_model(Path(scratch) / "tiny-model")
+        try:
+            rows, held = run_product(benchmark, model_dir.resolve(), args.threads)
+            if not args.no_bare:
+                rows[BARE] = run_bare(benchmark, model_dir, args.threads)
+        except MemoriesError as exc:
+            print(f"error: {exc.code}: {exc}", file=sys.stderr)
+            return 1
+    figures = report(benchmark, rows) | {
+        "model": str(args.model_dir) if args.model_dir else "tiny test model",
+        "index": held,
+    }
+    print(json.dumps(figures, indent=2, ensure_ascii=False) if args.json else markdown(figures))
+    return 0
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+"""The quality benchmark end to end on the tiny model, bounded (issue 11): the code path, not the figures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ops.bench import quality
+from tests.fixtures.tiny_model import TinyModel
+
+pytest_plugins = ["tests.fixtures.tiny_model"]
+
+
+def test_quality_benchmark_runs_every_mode_and_the_bare_reference(
+    tmp_path: Path, tiny_model: TinyModel, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "set"
+    folder.mkdir()
+    words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet"]
+    documents = [
+        {"id": f"en-{i}", "title": "", "text": f"{words[i % 10]} {words[(i * 3) % 10]} note {i} 第{i}篇 筆記"}
+        for i in range(120)
+    ]
+    queries = [{"id": f"en2en-{i}", "text": documents[i]["text"]} for i in range(40)]
+    (folder / "corpus.jsonl").write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in documents))
+    (folder / "queries.jsonl").write_text("".join(json.dumps(q, ensure_ascii=False) + "\n" for q in queries))
+    qrels = "".join(f"en2en-{i}\ten-{i}\t1\n" for i in range(40))
+    (folder / "qrels.tsv").write_text("query_id\tdoc_id\trelevance\n" + qrels)
+
+    status = quality.main(
+        [str(folder), "--model-dir", str(tiny_model.model_dir), "--docs", "100", "--queries", "30", "--json"]
+    )
+    assert status == 0
+    figures = json.loads(capsys.readouterr().out)
+    assert (figures["documents"], figures["queries"], figures["index"]["records"]) == (100, 30, 100)
+    rows = figures["subsets"]["all"]
+    assert set(rows) == {"n", "bm25", "vector", "hybrid", "hybrid --no-rerank", quality.BARE}
+    assert all(0 <= rows[label][metric] <= 1 for label in rows if label != "n" for metric in rows[label])
+    # Each query is its document's whole text, so BM25 finds it first: the record-level scoring is right.
+    assert rows["bm25"] == {"ndcg@10": 1.0, "recall@10": 1.0, "mrr@10": 1.0}
+    assert set(figures["p50_ms"]) == {"bm25", "vector", "hybrid", "hybrid --no-rerank"}
