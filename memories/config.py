@@ -30,7 +30,7 @@ import msgspec
 
 from memories.errors import MemoriesError
 from memories.files import read_regular_file
-from memories.urls import endpoint_problem, proxy_problem
+from memories.http.urls import endpoint_problem, proxy_problem
 
 SECRET_KEY_NAMES = frozenset({"api_key", "key", "password", "secret", "token"})
 
@@ -114,7 +114,7 @@ def load_config(path: Path) -> Config:
     Raises:
         MemoriesError: ``invalid_config`` naming the file and the key for bad TOML, unknown keys, wrong types,
             out-of-range values, secret-looking keys, missing paths, or a ``proxy_url`` or
-            ``model_download_base_url`` the URL policy refuses (:mod:`memories.urls`).
+            ``model_download_base_url`` the URL policy refuses (:mod:`memories.http.urls`).
     """
     try:
         raw = read_regular_file(path, MAX_CONFIG_BYTES)

@@ -27,17 +27,8 @@ from pathlib import Path
 import httpx
 
 from memories.errors import MemoriesError
-from memories.models.http import (
-    DOWNLOAD_REDIRECTS,
-    CancelCheck,
-    Deadline,
-    RetryPolicy,
-    TransientFailure,
-    check_cancelled,
-    open_response,
-    shown_url,
-    with_retries,
-)
+from memories.http.client import DOWNLOAD_REDIRECTS, open_response, shown_url
+from memories.http.retry import CancelCheck, Deadline, RetryPolicy, TransientFailure, check_cancelled, with_retries
 
 ProgressCallback = Callable[[int, int], None]
 """Called with ``(bytes_done, bytes_total)`` of one file; bytes already in a resumed part count as done."""
@@ -70,12 +61,12 @@ def download_file(
 ) -> int:
     """Download ``url`` to ``dest`` (``size`` bytes, lowercase hex ``sha256``), resuming ``<dest>.part``.
 
-    Every attempt follows at most 5 redirects (:data:`~memories.models.http.DOWNLOAD_REDIRECTS`), each checked by
-    :func:`memories.urls.redirect_problem` (from ``https://`` only to ``https://``, a signed query allowed);
+    Every attempt follows at most 5 redirects (:data:`~memories.http.client.DOWNLOAD_REDIRECTS`), each checked by
+    :func:`memories.http.urls.redirect_problem` (from ``https://`` only to ``https://``, a signed query allowed);
     failures that are retried (connection and read errors, 429/5xx, a body cut short) use ``retry``, and a retry
     resumes from the bytes on disk. ``budget_seconds`` (``download_timeout_seconds``) bounds the whole file:
     hashing the old part, every attempt and every wait. ``client`` comes from
-    :func:`~memories.models.http.build_client`.
+    :func:`~memories.http.client.build_client`.
 
     Returns:
         Bytes received over the network (less than ``size`` after a resume, 0 if the part was whole).

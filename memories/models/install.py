@@ -25,11 +25,12 @@ import msgspec
 
 from memories.config import HttpConfig
 from memories.errors import MemoriesError
+from memories.http.client import build_client
+from memories.http.retry import CancelCheck, RetryPolicy, check_cancelled
+from memories.http.urls import endpoint_problem
 from memories.models.download import copy_file, download_file
-from memories.models.http import CancelCheck, RetryPolicy, build_client, check_cancelled
 from memories.models.manifest import Manifest, ManifestFile
 from memories.models.verify import remember_hash, verify_installed
-from memories.urls import endpoint_problem
 
 GEMMA_TERMS_URL = "https://ai.google.dev/gemma/terms"
 GEMMA_PROHIBITED_USE_URL = "https://ai.google.dev/gemma/prohibited_use_policy"

@@ -19,8 +19,9 @@ import pytest
 
 from memories.config import HttpConfig, load_config
 from memories.errors import MemoriesError
+from memories.http.client import build_client
+from memories.http.retry import RetryPolicy, parse_retry_after
 from memories.models.download import part_path
-from memories.models.http import RetryPolicy, build_client, parse_retry_after
 from memories.models.install import GEMMA_PROHIBITED_USE_URL, GEMMA_TERMS_URL, InstallProgress, install_model
 from memories.models.manifest import Manifest, ManifestFile
 from memories.models.verify import verify_installed

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from memories import urls
 from memories.config import load_config
 from memories.errors import MemoriesError
-from memories.urls import endpoint_problem, is_loopback_host, proxy_problem, redirect_problem, target_problem
+from memories.http import urls
+from memories.http.urls import endpoint_problem, is_loopback_host, proxy_problem, redirect_problem, target_problem
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -174,5 +174,5 @@ def test_config_keeps_allowed_urls(tmp_path: Path) -> None:
 
 def test_the_supervisor_side_imports_no_httpx() -> None:
     # config.py runs in the supervisor, which never loads httpx; the URL policy must stay standard library only.
-    code = "import sys, memories.config, memories.urls; assert 'httpx' not in sys.modules, 'httpx imported'"
+    code = "import sys, memories.config, memories.http.urls; assert 'httpx' not in sys.modules, 'httpx imported'"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)

@@ -1,12 +1,13 @@
-"""One httpx client factory and the retry and redirect policy of ``[rag.http]`` (R-37 … R-39).
+"""One httpx client factory and the redirect policy of ``[rag.http]`` (R-37 … R-39).
 
 Every outbound request of ``workers.remote`` goes through three pieces, from the outside in::
 
     client = build_client(config)       proxies, TLS roots, timeouts; never follows a redirect by itself
-    with_retries(attempt, ...)          1 + retries attempts; backoff or Retry-After; deadline; cancel
+    with_retries(attempt, ...)          1 + retries attempts; backoff or server delay; deadline; cancel
       attempt(): open_response(...)     one attempt: redirects by policy; status -> error or TransientFailure
 
-Which URLs may be requested, redirected to or used as proxies is :mod:`memories.urls` (the URL policy).
+Retries are :mod:`memories.http.retry`; which URLs may be requested, redirected to or used as proxies is
+:mod:`memories.http.urls` (the URL policy).
 
 Proxy choice, per request (R-38):
 
@@ -30,14 +31,10 @@ always uses the URL's host name.
 
 from __future__ import annotations
 
-import email.utils
 import ssl
-import time
 import urllib.request
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import TypeVar
 
 import certifi
 import httpx
@@ -45,24 +42,13 @@ import httpx
 from memories import __version__
 from memories.config import HttpConfig
 from memories.errors import MemoriesError
-from memories.urls import is_loopback_host, proxy_problem, redirect_problem, target_problem
-
-T = TypeVar("T")
-
-CancelCheck = Callable[[], bool]
-"""Returns True once the job is cancelled; polled between attempts, during waits and between chunks."""
-
-RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
-"""Statuses retried (R-39); 401/403 give ``auth_failed`` and other 4xx ``upstream_error``, not retried."""
-
-MAX_RETRY_WAIT_SECONDS = 30.0
-"""Longest wait between attempts, for backoff and Retry-After alike (R-39: "Retry-After seconds up to 30")."""
+from memories.http.retry import RETRY_STATUSES, Deadline, TransientFailure, parse_retry_after
+from memories.http.urls import is_loopback_host, proxy_problem, redirect_problem, target_problem
 
 USER_AGENT = f"memories/{__version__}"
 """Sent with every request; names the product and version, nothing about the user or the machine."""
 
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
-_SLEEP_SLICE_SECONDS = 0.05
 
 
 @dataclass(frozen=True)
@@ -80,131 +66,9 @@ class RedirectPolicy:
 DOWNLOAD_REDIRECTS = RedirectPolicy(5)
 """For model downloads: Hugging Face answers ``resolve`` URLs with a redirect to a signed content-host URL."""
 
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """``retries`` extra attempts after the first, waiting ``backoff_ms * 2**(n-1)`` ms before retry ``n``.
-
-    The wait before retry ``n`` (1-based) is the larger of that backoff and the server's ``Retry-After``,
-    capped at :data:`MAX_RETRY_WAIT_SECONDS`; with the defaults (2 retries, 500 ms) the waits are 0.5 s, 1 s.
-    """
-
-    retries: int = 2
-    backoff_ms: int = 500
-
-    @classmethod
-    def from_config(cls, config: HttpConfig) -> RetryPolicy:
-        """The policy of ``[rag.http]``."""
-        return cls(retries=config.retries, backoff_ms=config.backoff_ms)
-
-    def wait_seconds(self, retry: int, retry_after: float | None = None) -> float:
-        """Seconds to wait before retry ``retry`` (1-based).
-
-        >>> RetryPolicy(retries=3, backoff_ms=500).wait_seconds(3)
-        2.0
-        >>> RetryPolicy(retries=3, backoff_ms=10).wait_seconds(2, retry_after=1.0)
-        1.0
-        """
-        backoff = self.backoff_ms / 1000 * 2 ** (retry - 1)
-        return min(MAX_RETRY_WAIT_SECONDS, max(backoff, retry_after or 0.0))
-
-
-@dataclass(frozen=True)
-class Deadline:
-    """A budget ending at ``at`` (seconds on :func:`time.monotonic`); after it, :meth:`check` raises ``code``.
-
-    Downloads use one per file (``download_timeout_seconds``, code ``download_timeout``); other calls may pass
-    the job's budget (``budget_exceeded``).
-    """
-
-    at: float
-    code: str
-    message: str
-
-    @classmethod
-    def after(cls, seconds: float, code: str, message: str) -> Deadline:
-        """A deadline ``seconds`` from now."""
-        return cls(time.monotonic() + seconds, code, message)
-
-    def remaining(self) -> float:
-        """Seconds left, never below 0."""
-        return max(0.0, self.at - time.monotonic())
-
-    def check(self) -> None:
-        """Fail once the deadline has passed.
-
-        Raises:
-            MemoriesError: ``code``, with ``message``.
-        """
-        if time.monotonic() >= self.at:
-            raise MemoriesError(self.code, self.message)
-
-
-class TransientFailure(Exception):
-    """One attempt failed in a way that is retried: a connection or read failure, a 429/5xx, a body cut short.
-
-    ``reason`` is one line for the final ``upstream_unavailable`` message (no URL, no query string);
-    ``retry_after`` is the server's ``Retry-After`` in seconds, if it sent one.
-    """
-
-    def __init__(self, reason: str, retry_after: float | None = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.retry_after = retry_after
-
-
-def check_cancelled(cancelled: CancelCheck | None) -> None:
-    """Fail when ``cancelled()`` says the job is cancelled.
-
-    Raises:
-        MemoriesError: ``cancelled``.
-    """
-    if cancelled is not None and cancelled():
-        raise MemoriesError("cancelled", "the model transfer was cancelled")
-
-
-def wait(seconds: float, *, deadline: Deadline | None = None, cancelled: CancelCheck | None = None) -> None:
-    """Sleep ``seconds`` in slices of 50 ms, checking ``cancelled`` and ``deadline`` after each slice.
-
-    The full wait elapses on :func:`time.monotonic` before it returns: a server measuring the gap between two
-    attempts sees at least ``seconds``.
-
-    Raises:
-        MemoriesError: ``cancelled``, or the deadline's code.
-    """
-    end = time.monotonic() + seconds
-    while True:
-        check_cancelled(cancelled)
-        if deadline is not None:
-            deadline.check()
-        left = end - time.monotonic()
-        if left <= 0:
-            return
-        time.sleep(min(_SLEEP_SLICE_SECONDS, left))
-
-
-def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
-    """``Retry-After`` (RFC 9110 section 10.2.3) in seconds from now: delay-seconds or an HTTP-date.
-
-    ``None`` for a missing or unreadable value; a date in the past gives 0.0.
-
-    >>> parse_retry_after("1")
-    1.0
-    >>> parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT", now=datetime(1994, 11, 6, 8, 49, 30, tzinfo=UTC))
-    7.0
-    """
-    if value is None:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+API_REDIRECTS = RedirectPolicy(0)
+"""For model APIs (embeddings, generation, rerank): every redirect is refused (R-39), since a request body that
+holds vault text must go only to the configured URL."""
 
 
 def shown_url(url: httpx.URL | str) -> str:
@@ -321,6 +185,12 @@ def open_response(
                     "upstream_error", f"{shown_url(current)} answered HTTP {status} without a Location header"
                 )
             target = current.join(location)
+            if redirects.max_redirects == 0:
+                raise MemoriesError(
+                    "unsafe_redirect",
+                    f"{shown_url(url)} redirected to {shown_url(target)}: model API redirects are refused",
+                    {"status": status, "target": shown_url(target)},
+                )
             problem = redirect_problem(str(current), str(target))
             if problem:
                 raise MemoriesError(
@@ -342,64 +212,6 @@ def open_response(
         retry_after = parse_retry_after(response.headers.get("retry-after"))
         response.close()
         raise _status_failure(status, retry_after, url, current)
-
-
-def with_retries(
-    attempt: Callable[[], T],
-    *,
-    policy: RetryPolicy,
-    what: str,
-    deadline: Deadline | None = None,
-    cancelled: CancelCheck | None = None,
-) -> T:
-    """Run ``attempt`` up to ``1 + policy.retries`` times and return its result.
-
-    Retried: :class:`TransientFailure` and httpx's timeout, network, remote-protocol and proxy errors.
-    Anything else (a :class:`MemoriesError` such as ``auth_failed``) passes through at once. Cancellation
-    and ``deadline`` are checked before each attempt and during each wait; a wait that would end past the
-    deadline is not started.
-
-    Args:
-        what: names the operation in messages, e.g. ``"download of https://host/path"``.
-
-    Raises:
-        MemoriesError: ``upstream_unavailable`` once the retries are used up (how many attempts, the last
-            failure); ``cancelled``; the deadline's code.
-    """
-    failures = 0
-    while True:
-        check_cancelled(cancelled)
-        if deadline is not None:
-            deadline.check()
-        try:
-            return attempt()
-        except TransientFailure as failure:
-            last = failure
-        except (
-            httpx.TimeoutException,
-            httpx.NetworkError,
-            httpx.RemoteProtocolError,
-            httpx.ProxyError,
-        ) as exc:
-            last = TransientFailure(_describe(exc))
-        failures += 1
-        check_cancelled(cancelled)
-        if deadline is not None:
-            deadline.check()
-        if failures > policy.retries:
-            raise MemoriesError(
-                "upstream_unavailable",
-                f"{what}: failed after {failures} attempt{'s' if failures > 1 else ''} "
-                f"(retries = {policy.retries}); last: {last.reason}",
-                {"attempts": failures, "last": last.reason},
-            )
-        delay = policy.wait_seconds(failures, last.retry_after)
-        if deadline is not None and delay >= deadline.remaining():
-            raise MemoriesError(
-                deadline.code,
-                f"{deadline.message} (the next retry would start after it; last: {last.reason})",
-            )
-        wait(delay, deadline=deadline, cancelled=cancelled)
 
 
 class _ProxyRouter(httpx.BaseTransport):
@@ -477,10 +289,3 @@ def _status_failure(
     if status in (401, 403):
         return MemoriesError("auth_failed", f"{where} answered HTTP {status}: access refused", {"status": status})
     return MemoriesError("upstream_error", f"{where} answered HTTP {status}", {"status": status})
-
-
-def _describe(exc: Exception) -> str:
-    text = str(exc)
-    if isinstance(exc, httpx.TimeoutException) and not text:
-        text = "timed out"
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -1,7 +1,7 @@
 """The URL policy (R-31, R-38, R-39): where Memories may send a request, follow a redirect, or reach a proxy.
 
 Standard library only: :mod:`memories.config` checks the configured URLs with it inside the supervisor, which
-never imports httpx, and :mod:`memories.models.http` checks every request and redirect target with it. The
+never imports httpx, and :mod:`memories.http.client` checks every request and redirect target with it. The
 rules build on one another::
 
     target_problem(url)              any request target: https://, or http:// only to a loopback host;
@@ -29,7 +29,7 @@ import ipaddress
 import urllib.parse
 
 PROXY_SCHEMES = ("http", "https", "socks5", "socks5h")
-"""Proxy URL schemes httpx can use (``socks5h`` lets the proxy resolve host names); see :mod:`memories.models.http`."""
+"""Proxy URL schemes httpx can use (``socks5h`` lets the proxy resolve host names); see :mod:`memories.http.client`."""
 
 
 def is_loopback_host(host: str | None) -> bool:
