@@ -61,12 +61,18 @@ CODES: dict[str, str] = {
     "model_invalid": "The model files fail the load checks.",
     "model_file_mismatch": "An existing model file does not match the pinned size and SHA-256.",
     "download_hash_mismatch": "Downloaded bytes do not match the pinned SHA-256.",
-    "invalid_vector": "The model produced a NaN or infinite vector.",
+    "invalid_vector": "A model or embedding service produced an unusable vector (NaN, infinite, zero, nested or of "
+    "the wrong size), or not exactly one per input; nothing of it was stored.",
     "auth_failed": "The remote service refused the credentials (401/403).",
     "unsafe_redirect": "The remote service redirected to a URL the policy refuses.",
     "upstream_unavailable": "The remote service kept failing after every retry.",
     "upstream_error": "The remote service answered with an error that is not retried.",
     "download_timeout": "A model file did not finish within download_timeout_seconds.",
+    # Generation and model endpoints
+    "generation_not_configured": "`rag ask` needs a [rag.generation] table in the daemon's config.toml.",
+    "invalid_model_output": "The generation service's reply is not the JSON answer asked for (truncated, empty, "
+    "blocked, malformed or citing labels it was not shown); it is not retried.",
+    "device_only_vault": "The vault is device-only; its data may not go to a non-loopback model endpoint (R-41).",
 }
 
 EXIT_ERROR = 1

@@ -8,7 +8,12 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
-pytest_plugins = ["tests.fixtures.daemon", "tests.fixtures.servers", "tests.fixtures.tiny_model"]
+pytest_plugins = [
+    "tests.fixtures.daemon",
+    "tests.fixtures.servers",
+    "tests.fixtures.model_servers",
+    "tests.fixtures.tiny_model",
+]
 
 
 @pytest.fixture(scope="session")

@@ -55,7 +55,7 @@ _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 class RedirectPolicy:
     """How many redirects one attempt follows (R-39).
 
-    Every followed redirect must pass :func:`memories.urls.redirect_problem`: from ``https://`` only to
+    Every followed redirect must pass :func:`memories.http.urls.redirect_problem`: from ``https://`` only to
     ``https://`` (any host; a signed query string is fine), from a plain ``http://`` loopback URL to ``http://``
     loopback or ``https://``; never credentials.
     """
@@ -107,7 +107,7 @@ def build_client(config: HttpConfig) -> httpx.Client:
 
     Raises:
         MemoriesError: ``invalid_config`` for an unreadable ``ca_bundle`` or an environment proxy URL that
-            :func:`memories.urls.proxy_problem` refuses (a scheme other than http, https, socks5 or socks5h, or
+            :func:`memories.http.urls.proxy_problem` refuses (a scheme other than http, https, socks5 or socks5h, or
             no host).
     """
     context = make_ssl_context(config.ca_bundle)
@@ -160,9 +160,9 @@ def open_response(
         TransientFailure: 429, 500, 502, 503 or 504 (with ``Retry-After``, if any).
         httpx.TransportError: connection, TLS, proxy or read failures (:func:`with_retries` retries them).
         MemoriesError: ``auth_failed`` (401/403), ``upstream_error`` (other 4xx/5xx, a 3xx without
-            ``Location``), ``unsafe_redirect`` (a redirect :func:`memories.urls.redirect_problem` refuses, such as
+            ``Location``), ``unsafe_redirect`` (a redirect :func:`memories.http.urls.redirect_problem` refuses, such as
             https:// to http://, or more than ``redirects.max_redirects``), ``invalid_argument`` (``url`` itself
-            fails :func:`memories.urls.target_problem`).
+            fails :func:`memories.http.urls.target_problem`).
     """
     current = httpx.URL(url)
     # The policy reads httpx's normalized URL, so it sees the host httpx connects to (a backslash before "@"

@@ -1,0 +1,205 @@
+"""One JSON call to a model API (embeddings, generation, rerank): the request, the bounded reply, the failure.
+
+::
+
+    post_json(client, endpoint, body, policy=..., deadline=..., cancelled=...)
+        POST body as JSON to endpoint.url with endpoint.headers(); redirects refused (API_REDIRECTS)
+        2xx            -> the decoded JSON reply (a body that is not JSON: upstream_error)
+        429, 5xx       -> retried (TransientFailure; delay from Retry-After or Gemini's RetryInfo)
+        401, 403       -> auth_failed
+        other 4xx      -> upstream_error quoting the server's message (details: status, server_message)
+
+The server's message is quoted because it is how a service states its limits ("batch size 60 > maximum allowed
+batch size 32", "input is too long"); callers such as :mod:`memories.models.remote_embedding` read it to
+re-batch or to record an input as failed. It is cut to :data:`MAX_SERVER_MESSAGE` code points.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from memories.errors import MemoriesError
+from memories.http.client import API_REDIRECTS, open_response, shown_url
+from memories.http.retry import (
+    RETRY_STATUSES,
+    CancelCheck,
+    Deadline,
+    RetryPolicy,
+    TransientFailure,
+    parse_retry_after,
+    parse_retry_delay,
+    with_retries,
+)
+
+MAX_REPLY_BYTES = 64 * 1024 * 1024
+"""Largest reply read, in bytes: 100 vectors of 3,072 floats as JSON text are about 7 MB."""
+
+MAX_SERVER_MESSAGE = 500
+"""Code points of a server's error message kept in ours."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A configured model endpoint as ``workers.remote`` calls it.
+
+    ``auth`` is ``"x-goog-api-key"`` (Gemini) or ``"bearer"`` (compatible); the key is read from the environment
+    variable ``api_key_env`` of the worker's environment (inherited from the daemon) at each call, so it never
+    crosses a pipe. ``name`` is the config table (``rag.embedding``), for messages.
+    """
+
+    name: str
+    url: str
+    auth: str
+    api_key_env: str | None
+
+    def headers(self) -> dict[str, str]:
+        """The JSON content type and the key header, when the variable is set (optional for loopback)."""
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        key = os.environ.get(self.api_key_env) if self.api_key_env else None
+        if key:
+            if self.auth == "x-goog-api-key":
+                headers["x-goog-api-key"] = key
+            else:
+                headers["Authorization"] = f"Bearer {key}"
+        return headers
+
+
+class ApiError(MemoriesError):
+    """``upstream_error`` for a 4xx the service answered, with its status and its own message."""
+
+    def __init__(self, endpoint: Endpoint, status: int, server_message: str) -> None:
+        super().__init__(
+            "upstream_error",
+            f"{endpoint.name} ({shown_url(endpoint.url)}) answered HTTP {status}: {server_message}",
+            {"status": status, "server_message": server_message},
+        )
+        self.status = status
+        self.server_message = server_message
+
+
+def post_json(
+    client: httpx.Client,
+    endpoint: Endpoint,
+    body: Mapping[str, Any],
+    *,
+    policy: RetryPolicy,
+    deadline: Deadline | None = None,
+    cancelled: CancelCheck | None = None,
+) -> Any:
+    """POST ``body`` as JSON with retries by ``policy`` and return the decoded JSON reply.
+
+    Raises:
+        ApiError: ``upstream_error`` for a 4xx other than 401/403 (not retried).
+        MemoriesError: ``auth_failed`` (401/403), ``unsafe_redirect`` (any redirect), ``upstream_error`` (a reply
+            that is not JSON, or over :data:`MAX_REPLY_BYTES`), ``upstream_unavailable`` (retries used up, or a
+            server delay over 30 s), ``cancelled``, the deadline's code.
+    """
+    payload = json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")
+
+    def attempt() -> Any:
+        response = open_response(
+            client,
+            "POST",
+            endpoint.url,
+            redirects=API_REDIRECTS,
+            headers=endpoint.headers(),
+            content=payload,
+            deadline=deadline,
+            passthrough=range(400, 600),
+        )
+        with contextlib.closing(response):
+            raw = _read_bounded(response, endpoint)
+        status = response.status_code
+        decoded = _decode(raw)
+        if 200 <= status < 300:
+            if decoded is _NOT_JSON:
+                raise MemoriesError(
+                    "upstream_error",
+                    f"{endpoint.name} ({shown_url(endpoint.url)}) answered with a body that is not JSON",
+                )
+            return decoded
+        message = server_message(decoded, raw)
+        if status in RETRY_STATUSES:
+            delays = [
+                d
+                for d in (parse_retry_after(response.headers.get("retry-after")), parse_retry_delay(decoded))
+                if d is not None
+            ]
+            raise TransientFailure(
+                f"HTTP {status}: {message}" if message else f"HTTP {status}", max(delays, default=None)
+            )
+        if status in (401, 403):
+            raise MemoriesError(
+                "auth_failed",
+                f"{endpoint.name} ({shown_url(endpoint.url)}) answered HTTP {status}: access refused; check the key in "
+                f"{endpoint.api_key_env or 'the api_key_env variable'}",
+                {"status": status},
+            )
+        raise ApiError(endpoint, status, message or "(no message)")
+
+    return with_retries(
+        attempt,
+        policy=policy,
+        what=f"{endpoint.name} ({shown_url(endpoint.url)})",
+        deadline=deadline,
+        cancelled=cancelled,
+    )
+
+
+_NOT_JSON = object()
+
+
+def _decode(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except (UnicodeDecodeError, ValueError):
+        return _NOT_JSON
+
+
+def server_message(decoded: Any, raw: bytes) -> str:
+    """The service's own words about a failure, in the shapes real servers use, cut to :data:`MAX_SERVER_MESSAGE`.
+
+    OpenAI, vLLM, Gemini: ``{"error": {"message": ...}}``; TEI: ``{"error": "...", "error_type": ...}``; vLLM's
+    older and FastAPI servers: ``{"message": ...}`` or ``{"detail": ...}``; anything else: the body as text.
+
+    >>> server_message({"error": {"message": "batch size 60 > maximum allowed batch size 32"}}, b"")
+    'batch size 60 > maximum allowed batch size 32'
+    """
+    text: Any = None
+    if isinstance(decoded, dict):
+        error = decoded.get("error")
+        if isinstance(error, dict):
+            text = error.get("message")
+        elif isinstance(error, str):
+            text = error
+        if text is None:
+            text = decoded.get("message") or decoded.get("detail")
+    if text is None:
+        text = raw.decode("utf-8", "replace").strip()
+    if not isinstance(text, str):
+        text = json.dumps(text, ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_SERVER_MESSAGE else text[: MAX_SERVER_MESSAGE - 1] + "…"
+
+
+def _read_bounded(response: httpx.Response, endpoint: Endpoint) -> bytes:
+    parts: list[bytes] = []
+    size = 0
+    try:
+        for part in response.iter_bytes():
+            size += len(part)
+            if size > MAX_REPLY_BYTES:
+                raise MemoriesError(
+                    "upstream_error", f"{endpoint.name} answered more than {MAX_REPLY_BYTES:,} bytes; nothing was kept"
+                )
+            parts.append(part)
+    except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+        raise TransientFailure(f"the reply was cut short ({type(exc).__name__})") from None
+    return b"".join(parts)

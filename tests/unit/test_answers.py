@@ -1,0 +1,140 @@
+"""``rag ask`` pieces as plain functions: evidence, sources, reply checks (R-43), generation replies of both
+protocols, and the learned reranker's reply (R-36; issue 8, acceptance 5's reply cases and 6)."""
+
+from __future__ import annotations
+
+import doctest
+
+import pytest
+
+from memories.errors import MemoriesError
+from memories.models import generation, rerank
+from memories.models.generation import compatible_text, gemini_text
+from memories.models.rerank import reranked_order
+from memories.rag import answers
+from memories.rag.answers import is_evidence, parse_answer, select_sources
+
+
+@pytest.mark.parametrize("module", [answers, generation, rerank])
+def test_doctests(module: object) -> None:
+    assert doctest.testmod(module).failed == 0  # type: ignore[arg-type]
+
+
+def test_evidence_needs_half_of_the_longer_terms_or_the_similarity() -> None:
+    assert is_evidence(["postgres", "vacuum", "a"], frozenset({"vacuum"}), None, None)
+    assert not is_evidence(["postgres", "vacuum", "tuning"], frozenset({"vacuum"}), None, None)
+    assert is_evidence(["postgres", "vacuum", "tuning"], frozenset(), 0.7, 0.6)
+    assert not is_evidence(["栈", "堆"], frozenset({"栈"}), None, None)
+    assert is_evidence(["栈", "堆"], frozenset({"栈", "堆"}), None, None)
+
+
+def test_sources_stop_at_the_context_limit() -> None:
+    sources = select_sources([("t", "x" * 600), ("t", "y" * 600), ("t", "z")], 1000)
+
+    assert [source.label for source in sources] == ["S1"]
+
+
+@pytest.mark.parametrize(
+    ("reply", "phrase"),
+    [
+        ('{"answer": "Yes [S3].", "citations": ["S1"]}', "S3"),
+        ('{"answer": "Yes.", "citations": ["S9"]}', "S9"),
+        ("Sure! Here you go.", "not one JSON object"),
+        ('["S1"]', "not an object"),
+        ('{"answer": 3, "citations": []}', '"answer"'),
+        ('{"answer": "x", "citations": "S1"}', '"citations"'),
+        ('<think>a</think><think>b</think>{"answer": "x", "citations": []}', "not one JSON object"),
+    ],
+)
+def test_bad_replies_are_invalid_model_output(reply: str, phrase: str) -> None:
+    with pytest.raises(MemoriesError) as caught:
+        parse_answer(reply, ["S1", "S2"])
+
+    assert caught.value.code == "invalid_model_output" and phrase in caught.value.message
+
+
+def test_inline_labels_join_the_citations() -> None:
+    assert parse_answer('{"answer": "A [S2] and [S1].", "citations": ["S2"]}', ["S1", "S2"]) == (
+        "A [S2] and [S1].",
+        ["S2", "S1"],
+    )
+
+
+def test_a_truncated_chat_completion_names_the_tokens() -> None:
+    reply = {
+        "choices": [{"finish_reason": "length", "message": {"content": '{"ans'}}],
+        "usage": {"completion_tokens": 64},
+    }
+
+    with pytest.raises(MemoriesError) as caught:
+        compatible_text(reply, 64)
+
+    assert "finish_reason: length" in caught.value.message and "64 tokens used" in caught.value.message
+
+
+def test_reasoning_fields_are_never_read() -> None:
+    reply = {"choices": [{"finish_reason": "stop", "message": {"content": None, "reasoning_content": "{}"}}]}
+
+    with pytest.raises(MemoriesError, match="empty"):
+        compatible_text(reply, 64)
+
+
+@pytest.mark.parametrize(
+    ("reply", "phrase"),
+    [
+        (
+            {"candidates": [{"finishReason": "MAX_TOKENS"}], "usageMetadata": {"thoughtsTokenCount": 60}},
+            "MAX_TOKENS, 60",
+        ),
+        ({"promptFeedback": {"blockReason": "SAFETY"}}, "blockReason: SAFETY"),
+        ({"candidates": []}, "no candidates"),
+        ({"candidates": [{"finishReason": "SAFETY", "content": {"parts": [{"text": "x"}]}}]}, "SAFETY"),
+    ],
+)
+def test_bad_gemini_replies(reply: object, phrase: str) -> None:
+    with pytest.raises(MemoriesError) as caught:
+        gemini_text(reply, 64)
+
+    assert caught.value.code == "invalid_model_output" and phrase in caught.value.message
+
+
+def test_gemini_thought_parts_are_skipped() -> None:
+    reply = {"candidates": [{"content": {"parts": [{"text": "I think", "thought": True}, {"text": "{}"}]}}]}
+
+    assert gemini_text(reply, 64) == "{}"
+
+
+@pytest.mark.parametrize(
+    "results",
+    [
+        [{"index": 2, "relevance_score": 0.91}, {"index": 0, "relevance_score": 0.12}],
+        [
+            {"index": 0, "relevance_score": 0.12},
+            {"index": 2, "relevance_score": 0.91},
+            {"index": 1, "relevance_score": 0.01},
+        ],
+        [
+            {"index": 0, "relevance_score": -2.3},
+            {"index": 1, "relevance_score": -11.0},
+            {"index": 2, "relevance_score": 7.7},
+        ],
+    ],
+)
+def test_rerank_orders_by_score_then_keeps_the_fused_order(results: list[dict[str, float]]) -> None:
+    assert [index for index, _ in reranked_order({"results": results}, 3, 2)] == [2, 0, 1]
+
+
+@pytest.mark.parametrize(
+    ("reply", "phrase"),
+    [
+        ([{"index": 0, "score": 0.9}], '{"results": [{"index": <int>, "relevance_score": <number>}, ...]}'),
+        ({"results": [{"index": 0, "relevance_score": 1}, {"index": 0, "relevance_score": 2}]}, "twice"),
+        ({"results": [{"index": 3, "relevance_score": 1}]}, "index 3"),
+        ({"results": [{"index": 0, "relevance_score": "high"}]}, "finite relevance_score"),
+    ],
+)
+def test_bad_rerank_replies_fail(reply: object, phrase: str) -> None:
+    with pytest.raises(MemoriesError) as caught:
+        reranked_order(reply, 3, 2)
+
+    assert phrase in caught.value.message
