@@ -95,3 +95,9 @@ def vault_key_aad(vault_id: str) -> bytes:
 def record_aad(vault_id: str, record_id: str, revision: int, field: str) -> bytes:
     """Associated data of one field (``header`` or ``body``) of one revision of one record."""
     return msgspec.msgpack.encode([FORMAT, "record", vault_id, record_id, revision, field])
+
+
+def grant_terms_aad(grant_id: str, token_hash: bytes) -> bytes:
+    """Associated data of a grant's sealed terms: bound to the grant id and its token's SHA-256, so terms copied
+    onto another grant (a wider one onto a narrower token) fail authentication."""
+    return msgspec.msgpack.encode([FORMAT, "grant", grant_id, token_hash])

@@ -32,6 +32,11 @@ CODES: dict[str, str] = {
     "vault_locked": "The vault is locked; run `memories unlock`.",
     "bad_passphrase": "The passphrase does not unlock this home.",
     "invalid_passphrase": "The passphrase is empty, too long or the two entries differ.",
+    # Grants (MCP)
+    "grant_invalid": "The grant token is empty, malformed or unknown to this home.",
+    "grant_expired": "The grant has expired; create a new one (`memories grant create` or `memories inject --force`).",
+    "grant_revoked": "The grant was revoked; create a new one.",
+    "scope_denied": "The grant does not include this tool.",
     # Vaults and records
     "vault_not_found": "No vault has that id or name.",
     "vault_name_taken": "Another vault already has that name.",
@@ -44,6 +49,7 @@ CODES: dict[str, str] = {
     "invalid_argument": "An argument has the right type but an unusable value.",
     # Config
     "invalid_config": "config.toml has an unknown key, a wrong type, a bad value or a secret.",
+    "client_config_invalid": "An AI client's config file does not parse or cannot be written; it was left unchanged.",
     # Jobs
     "job_not_found": "No job has that id.",
     "worker_crashed": "The worker process running this job died; it was restarted.",

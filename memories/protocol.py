@@ -27,6 +27,10 @@ MatchMode = Literal["any", "all", "phrase"]
 SearchMode = Literal["bm25", "vector", "hybrid"]
 JobState = Literal["queued", "running", "done", "failed", "cancelled"]
 IngestStatus = Literal["added", "updated", "unchanged", "refused", "skipped"]
+GrantScope = Literal["search", "read", "retrieve", "ask"]
+"""What a grant lets an AI client do: one MCP tool each (``memory_search``, ``memory_read``, ``memory_retrieve``,
+``memory_ask``)."""
+GrantState = Literal["active", "expired", "revoked"]
 
 TAG_FIELD = "$type"
 
@@ -197,6 +201,30 @@ class JobCancel(_Message):
     job_id: int
 
 
+class GrantCreate(_Message):
+    """``grant create``: a grant on one vault for one AI client; ``expires`` is ``30m``, ``12h``, ``7d``, an
+    ISO-8601 time or ``never``, read against the daemon's clock. The reply holds the only copy of the token."""
+
+    vault: str
+    client: str
+    scope: list[GrantScope]
+    expires: str = "30d"
+
+
+class GrantList(_Message):
+    """``grant list``: every grant (of ``vault`` when given), never a token."""
+
+    vault: str | None = None
+
+
+class GrantRevoke(_Message):
+    """``grant revoke``: by ``id``, or by ``token`` (``inject --force`` replacing an entry whose grant id it does
+    not know); exactly one of them."""
+
+    id: str | None = None
+    token: str | None = None
+
+
 Request = (
     Status
     | Stop
@@ -220,6 +248,9 @@ Request = (
     | RagModelInstall
     | Jobs
     | JobCancel
+    | GrantCreate
+    | GrantList
+    | GrantRevoke
 )
 
 
@@ -491,6 +522,37 @@ class InstallReport(_Message):
     files: list[InstalledFile]
 
 
+class GrantCreated(_Message):
+    """``grant create``: ``token`` is shown this once (the daemon keeps only its SHA-256); ``expires`` is a Unix
+    time in seconds, or null for ``never``."""
+
+    id: str
+    token: str
+    vault: str
+    client: str
+    scope: list[GrantScope]
+    expires: float | None
+
+
+class GrantInfo(msgspec.Struct):
+    """One grant of ``grant list``: ``vault`` is the vault's name, times are Unix seconds (``expires`` null:
+    never)."""
+
+    id: str
+    vault: str
+    client: str
+    scope: list[GrantScope]
+    created: float
+    expires: float | None
+    state: GrantState
+
+
+class GrantListing(_Message):
+    """``grant list`` and ``grant revoke``."""
+
+    grants: list[GrantInfo]
+
+
 Result = (
     Done
     | DaemonStatus
@@ -508,6 +570,8 @@ Result = (
     | RagStatusReport
     | IndexReport
     | InstallReport
+    | GrantCreated
+    | GrantListing
 )
 
 

@@ -1,8 +1,10 @@
 """The encrypted store: one SQLite database per home, holding only ciphertext for record content.
 
 In the clear: vault ids, names and policy; record ids, revision numbers and timestamps; the sizes implied by the
-ciphertext. Sealed (see :mod:`memories.crypto`): the master key, each vault's data key, and every record field
-(``header`` = kind, sensitivity, title, metadata; ``body``). This module moves bytes in and out and knows no keys.
+ciphertext; grant ids, the SHA-256 of each grant token, and listing copies of each grant's vault, client, scope
+and expiry (only the sealed copy authorizes). Sealed (see :mod:`memories.crypto`): the master key, each vault's
+data key, every record field (``header`` = kind, sensitivity, title, metadata; ``body``) and each grant's terms
+(vault, scope, expiry). This module moves bytes in and out and knows no keys.
 
 Durability: WAL with ``synchronous=FULL``, so a reply sent after a commit survives a crash of the daemon or of the
 machine. ``secure_delete`` zeroes freed pages, so deleted ciphertext does not linger in the file.
@@ -46,6 +48,17 @@ CREATE TABLE IF NOT EXISTS revisions (
     PRIMARY KEY (vault_id, record_id, revision),
     FOREIGN KEY (vault_id, record_id) REFERENCES records (vault_id, id) ON DELETE CASCADE
 );
+CREATE TABLE IF NOT EXISTS grants (
+    id         TEXT PRIMARY KEY,
+    token_hash BLOB NOT NULL UNIQUE,
+    vault_id   TEXT NOT NULL,
+    client     TEXT NOT NULL,
+    scope      TEXT NOT NULL,
+    created    REAL NOT NULL,
+    expires    REAL,
+    revoked    REAL,
+    terms      BLOB
+);
 """
 
 
@@ -74,6 +87,25 @@ class RevisionRow(NamedTuple):
     updated: float
     header: bytes
     body: bytes
+
+
+class GrantRow(NamedTuple):
+    """One grant. ``vault_id``, ``client``, ``scope`` (comma-separated) and ``expires`` are clear copies for
+    listing; only the sealed ``terms`` authorize (``None`` once revoked, so a revoke cannot be undone by editing
+    the file)."""
+
+    id: str
+    token_hash: bytes
+    vault_id: str
+    client: str
+    scope: str
+    created: float
+    expires: float | None
+    revoked: float | None
+    terms: bytes | None
+
+
+_GRANT_COLUMNS = "id, token_hash, vault_id, client, scope, created, expires, revoked, terms"
 
 
 class Store:
@@ -217,6 +249,39 @@ class Store:
         with self._transaction():
             self._db.execute("DELETE FROM revisions WHERE vault_id = ? AND record_id = ?", (vault_id, record_id))
             self._db.execute("DELETE FROM records WHERE vault_id = ? AND id = ?", (vault_id, record_id))
+
+    # -- grants ------------------------------------------------------------------------------------------------
+
+    def insert_grant(self, row: GrantRow) -> None:
+        """Store a new grant."""
+        with self._transaction():
+            self._db.execute(f"INSERT INTO grants ({_GRANT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+
+    def grant_by_token_hash(self, token_hash: bytes) -> GrantRow | None:
+        """The grant whose token has this SHA-256, or ``None``."""
+        row = self._db.execute(f"SELECT {_GRANT_COLUMNS} FROM grants WHERE token_hash = ?", (token_hash,)).fetchone()
+        return GrantRow(*row) if row else None
+
+    def grant(self, grant_id: str) -> GrantRow | None:
+        """The grant ``grant_id``, or ``None``."""
+        row = self._db.execute(f"SELECT {_GRANT_COLUMNS} FROM grants WHERE id = ?", (grant_id,)).fetchone()
+        return GrantRow(*row) if row else None
+
+    def grants(self, vault_id: str | None = None) -> list[GrantRow]:
+        """Every grant (of one vault when ``vault_id`` is given), oldest first."""
+        rows = self._db.execute(
+            f"SELECT {_GRANT_COLUMNS} FROM grants WHERE ? IS NULL OR vault_id = ? ORDER BY created, id",
+            (vault_id, vault_id),
+        ).fetchall()
+        return [GrantRow(*r) for r in rows]
+
+    def revoke_grants(self, grant_ids: list[str], at: float) -> None:
+        """Mark grants revoked at ``at`` and erase their sealed terms, in one transaction."""
+        with self._transaction():
+            self._db.executemany(
+                "UPDATE grants SET revoked = coalesce(revoked, ?), terms = NULL WHERE id = ?",
+                [(at, grant_id) for grant_id in grant_ids],
+            )
 
     def checkpoint(self) -> None:
         """Fold the WAL back into the database file (after deletes, so old pages leave the WAL too)."""

@@ -11,6 +11,8 @@ Example: ``MEMORIES_TEST_HOOKS='{"step_delay_seconds": {"IndexQuery": 3}}'`` mak
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 
 import msgspec
 
@@ -26,11 +28,14 @@ class TestHooks(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
         cut_after_batches: an embedding round ends with ``budget_exceeded`` after this many batches, as if its
             budget ran out there.
         model_manifest: path of a manifest JSON that replaces the pinned one (a tiny generated model).
+        clock_offset_file: path of a file holding a number of seconds added to the daemon's clock for grant
+            expiry, read at every check (a test moves time forward by writing it, instead of sleeping).
     """
 
     step_delay_seconds: dict[str, float] = {}
     cut_after_batches: int | None = None
     model_manifest: str | None = None
+    clock_offset_file: str | None = None
 
 
 def load_hooks() -> TestHooks | None:
@@ -44,3 +49,20 @@ def load_hooks() -> TestHooks | None:
     if not raw:
         return None
     return msgspec.json.decode(raw, type=TestHooks)
+
+
+def grant_clock(hooks: TestHooks | None) -> Callable[[], float]:
+    """The clock grant expiry is judged by: ``time.time``, shifted by ``clock_offset_file`` under test hooks."""
+    if hooks is None or hooks.clock_offset_file is None:
+        return time.time
+    path = hooks.clock_offset_file
+
+    def shifted() -> float:
+        try:
+            with open(path) as handle:
+                offset = float(handle.read().strip() or 0)
+        except (OSError, ValueError):
+            offset = 0.0
+        return time.time() + offset
+
+    return shifted

@@ -26,6 +26,8 @@ COMMANDS = {
     "memory": "memories.cli.memory:memory",
     "rag": "memories.cli.rag:rag",
     "jobs": "memories.cli.jobs:jobs",
+    "grant": "memories.cli.grant:grant",
+    "inject": "memories.cli.inject:inject",
 }
 """Subcommand name -> ``module:attribute`` of its click command."""
 

@@ -21,6 +21,7 @@ import trio
 from memories import protocol as p
 from memories.config import Config, config_digest
 from memories.daemon.cache_sync import CacheSync
+from memories.daemon.grants import Grants
 from memories.daemon.indexing import Indexing
 from memories.daemon.ingest import Ingest
 from memories.daemon.jobs import Epochs, JobManager
@@ -35,7 +36,7 @@ from memories.errors import MemoriesError
 from memories.models.telemetry import TELEMETRY_ENVIRONMENT
 from memories.paths import Home, ensure_private_dir
 from memories.store import Store, VaultRow
-from memories.testing import TestHooks
+from memories.testing import TestHooks, grant_clock
 
 log = logging.getLogger("memories.daemon")
 
@@ -65,6 +66,7 @@ class Daemon:
         self.store = Store(Path(home.db_path))
         self.keyring = Keyring(self.store)
         self.vaults = Vaults(self.store, self.keyring)
+        self.grants = Grants(self.store, self.keyring, grant_clock(hooks))
         self.epochs = Epochs()
         self.jobs = JobManager(self.epochs, lambda: self.config.daemon.job_budget_seconds)
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -93,6 +95,9 @@ class Daemon:
             p.RagIngest: self.ingest.run,
             p.RagIndex: self.indexing.index,
             p.RagModelInstall: self.models.install,
+            p.GrantCreate: self._grant_create,
+            p.GrantList: self._grant_list,
+            p.GrantRevoke: self._grant_revoke,
         }
         self._db_limiter = trio.CapacityLimiter(1)
         self._last_activity = 0.0  # trio clock, set when serving starts
@@ -283,6 +288,19 @@ class Daemon:
     async def _job_cancel(self, request: p.JobCancel, conn: Connection) -> p.Result:
         job = self.jobs.cancel(request.job_id)
         return p.JobListing(jobs=[job.info()])
+
+    async def _grant_create(self, request: p.GrantCreate, conn: Connection) -> p.Result:
+        vault = await self.resolve_unlocked(request.vault)
+        return await self.db(self.grants.create, vault, request.client, list(request.scope), request.expires)
+
+    async def _grant_list(self, request: p.GrantList, conn: Connection) -> p.Result:
+        vault = await self.resolve(request.vault) if request.vault is not None else None
+        return p.GrantListing(grants=await self.db(self.grants.list, vault))
+
+    async def _grant_revoke(self, request: p.GrantRevoke, conn: Connection) -> p.Result:
+        if (request.id is None) == (request.token is None):
+            raise MemoriesError("invalid_argument", "revoke a grant by its id or by its token, not both or neither")
+        return p.GrantListing(grants=[await self.db(self.grants.revoke, request.id, request.token)])
 
 
 def _verify_passphrase(store: Store, passphrase: str) -> None:

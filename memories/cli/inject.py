@@ -1,0 +1,168 @@
+"""``inject all|CLIENT``: give AI clients a grant and the Memories MCP server entry and skill.
+
+For each client (see :mod:`memories.clients` for the files): one grant of its own, the ``memories`` entry in its
+MCP config (the absolute path of this ``memories`` executable, ``mcp serve``, and ``MEMORIES_HOME`` and the grant
+token in the entry's ``env``, because GUI clients start servers with a reduced environment; ``--config`` when the
+daemon's config is not the default), merged into the file, and the bundled skill where the client loads skills.
+
+Without ``--force`` an existing ``memories`` entry and an installed skill that differs are kept; with it they are
+replaced (the skill backed up first) and the grant the old entry held is revoked. ``all`` configures the clients
+that are installed (their folder exists) and says which it skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from typing import Any
+
+import click
+
+from memories import protocol as p
+from memories.cli.grant import EXPIRES_HELP, SCOPE_HELP, parse_scope
+from memories.cli.output import Session, command
+from memories.client import RequestFailed
+from memories.clients import SERVER_NAME, TOKEN_ENV, ClientTarget, targets
+from memories.configfiles import json_entry, merge_json, merge_toml, read_config, toml_entry, write_config
+from memories.errors import EXIT_ERROR, EXIT_PARTIAL, MemoriesError
+from memories.skill import install_skill
+
+CLIENTS = ("claude-code", "codex", "cursor", "vscode")
+
+_DESKTOP_NOTE = "Claude Desktop has no Linux build; nothing to configure"
+
+
+def _executable() -> str:
+    """The absolute path of this ``memories`` console script (beside the interpreter, else on PATH)."""
+    beside = os.path.join(os.path.dirname(os.path.abspath(sys.executable)), "memories")
+    if os.access(beside, os.X_OK):
+        return beside
+    found = shutil.which("memories")
+    if found is None:
+        raise MemoriesError("invalid_argument", "cannot find the memories executable to name in the client configs")
+    return os.path.abspath(found)
+
+
+def _current_entry(target: ClientTarget, text: str | None) -> Any:
+    if target.format == "toml":
+        return toml_entry(text, target.config_path, target.table, SERVER_NAME)
+    return json_entry(text, target.config_path, target.table, SERVER_NAME, strict=target.format == "json")
+
+
+def _merged(target: ClientTarget, text: str | None, entry: dict[str, Any]) -> str:
+    if target.format == "toml":
+        return merge_toml(text, target.config_path, target.table, SERVER_NAME, entry)
+    return merge_json(text, target.config_path, target.table, SERVER_NAME, entry, strict=target.format == "json")
+
+
+def _old_token(entry: Any) -> str | None:
+    env = entry.get("env") if isinstance(entry, dict) else None
+    token = env.get(TOKEN_ENV) if isinstance(env, dict) else None
+    return token if isinstance(token, str) else None
+
+
+class _Injector:
+    """One ``inject`` run: the grant request's terms and the entry's command line."""
+
+    def __init__(self, session: Session, vault: str, scope: list[str], expires: str, force: bool) -> None:
+        self.session = session
+        self.vault = vault
+        self.scope = scope
+        self.expires = expires
+        self.force = force
+        home = session.home
+        self.command = _executable()
+        self.args = ["mcp", "serve"]
+        if home.config_path != os.path.join(home.root, "config.toml"):
+            self.args += ["--config", home.config_path]
+
+    def run(self, target: ClientTarget) -> dict[str, Any]:
+        row: dict[str, Any] = {"client": target.name, "config": target.config_path, "grant": None, "restart": False}
+        try:
+            text = read_config(target.config_path)
+            current = _current_entry(target, text)
+            if current is not None and not self.force:
+                row.update(status="kept", note=f"{target.title} already has a {SERVER_NAME} entry; --force replaces it")
+            else:
+                row.update(self._configure(target, text, current))
+            skill_status, skill_backup = install_skill(target.skills_dir, self.force)
+        except MemoriesError as exc:
+            row.update(status="failed", error={"code": exc.code, "message": exc.message})
+            return row
+        row.update(skill=os.path.join(target.skills_dir, "SKILL.md"), skill_status=skill_status)
+        if skill_backup:
+            row["skill_backup"] = skill_backup
+        if skill_status == "kept":
+            row["skill_note"] = "the installed skill differs from this release's; --force replaces it (after a backup)"
+        return row
+
+    def _configure(self, target: ClientTarget, text: str | None, current: Any) -> dict[str, Any]:
+        request = p.GrantCreate(vault=self.vault, client=target.name, scope=self.scope, expires=self.expires)  # type: ignore[arg-type]
+        grant = self.session.client.request(request).document()
+        env = {"MEMORIES_HOME": self.session.home.root, TOKEN_ENV: grant["token"]}
+        try:
+            backup = write_config(target.config_path, _merged(target, text, target.entry(self.command, self.args, env)))
+        except MemoriesError:
+            self._revoke(p.GrantRevoke(id=grant["id"]))
+            raise
+        old = _old_token(current)
+        if old is not None and old != grant["token"]:
+            self._revoke(p.GrantRevoke(token=old))
+        return {
+            "status": "configured",
+            "grant": grant["id"],
+            "backup": backup,
+            "restart": True,
+            "note": f"restart {target.title} to load the {SERVER_NAME} server",
+        }
+
+    def _revoke(self, request: p.GrantRevoke) -> None:
+        try:
+            self.session.client.request(request)
+        except RequestFailed as exc:
+            if exc.code != "grant_invalid":  # an old entry's token from another home, or already purged
+                raise
+
+
+def _show(document: dict) -> None:
+    for row in document["clients"]:
+        line = f"{row['client']}: {row['status']}"
+        if row["status"] == "configured":
+            line += f" {row['config']} (grant {row['grant']})"
+        if row.get("skill_status"):
+            line += f"; skill {row['skill_status']}"
+        click.echo(line)
+        for key in ("note", "skill_note"):
+            if row.get(key):
+                click.echo(f"  {row[key]}")
+        if row.get("error"):
+            click.echo(f"error: {row['error']['code']}: {row['error']['message']}", err=True)
+
+
+@command(None, name="inject")
+@click.argument("client", type=click.Choice(["all", *CLIENTS]))
+@click.option("--vault", "vault_ref", required=True, metavar="VAULT", help="The vault the grants give access to.")
+@click.option("--scope", required=True, help=SCOPE_HELP)
+@click.option("--expires", default="30d", show_default=True, help=EXPIRES_HELP)
+@click.option("--force", is_flag=True, help="Replace an existing memories entry and skill; revoke the old grant.")
+def inject(session: Session, client: str, vault_ref: str, scope: str, expires: str, force: bool) -> int:
+    """Configure AI clients (claude-code, codex, cursor, vscode, or all installed ones) for MCP."""
+    scopes = parse_scope(scope)
+    session.call(p.VaultShow(vault=vault_ref))  # the daemon runs, the home is unlocked and the vault exists
+    injector = _Injector(session, vault_ref, scopes, expires, force)
+    rows = []
+    for target in targets().values():
+        if client not in ("all", target.name):
+            continue
+        if client == "all" and not target.installed():
+            rows.append({"client": target.name, "status": "skipped", "note": f"not installed (no {target.marker})"})
+            continue
+        rows.append(injector.run(target))
+    if client == "all":
+        rows.append({"client": "claude-desktop", "status": "skipped", "note": _DESKTOP_NOTE})
+    session.emit({"clients": rows}, [], _show)
+    failed = sum(row["status"] == "failed" for row in rows)
+    if not failed:
+        return 0
+    return EXIT_PARTIAL if any(row["status"] == "configured" for row in rows) else EXIT_ERROR

@@ -1,0 +1,245 @@
+"""Grants: what an AI client may do with one vault, until when; checked in the daemon on every MCP call.
+
+A grant is created by the owner (``grant create``, ``inject``) and answers to a 256-bit random token shown once.
+The store keeps the token's SHA-256 only, and the grant's **terms** — vault id, scope, expiry — sealed under the
+master key with associated data binding them to the grant id and the token hash (:func:`memories.crypto.
+grant_terms_aad`): editing the database cannot widen a grant, move it to another vault or undo a revoke (revoke
+erases the sealed terms). The clear copies of vault, client, scope and expiry exist for ``grant list`` only.
+
+Every call is checked in this order (:meth:`Grants.authorize`)::
+
+    token      empty, malformed, unknown (another home's, or purged)   grant_invalid   (also while locked)
+    expiry     the daemon's clock at or past ``expires``                grant_expired
+    revocation revoked                                                  grant_revoked
+    scope      the tool is not in the grant's scope                     scope_denied
+    vault      the home is locked                                       vault_locked
+
+While locked the sealed terms cannot be opened, so expiry and revocation are judged from the clear copies and the
+call then fails with ``vault_locked`` (lock suspends every grant; unlock is never possible through MCP). The
+self-reported client name is a label and never authorizes anything.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import re
+import secrets
+import time
+import unicodedata
+from collections.abc import Callable
+from typing import NamedTuple, get_args
+
+import msgspec
+
+from memories import crypto
+from memories import protocol as p
+from memories.daemon.keyring import Keyring
+from memories.daemon.vaults import new_id
+from memories.errors import MemoriesError
+from memories.store import GrantRow, Store, VaultRow
+
+TOKEN_PREFIX = "mem_"
+TOKEN_BYTES = 32
+"""256 random bits, written as ``mem_`` and 43 URL-safe base64 characters."""
+_TOKEN = re.compile(r"mem_[A-Za-z0-9_-]{43}")
+
+DEFAULT_EXPIRY = "30d"
+"""What ``grant create`` and ``inject`` use without ``--expires``: long enough for daily use, short enough that a
+forgotten grant lapses by itself."""
+
+SCOPES: tuple[p.GrantScope, ...] = get_args(p.GrantScope)
+
+_RELATIVE = re.compile(r"([1-9][0-9]{0,5})([mhd])")
+_UNIT_SECONDS = {"m": 60, "h": 3600, "d": 86400}
+
+_INVALID = (
+    "the grant token is not valid for this home (empty, malformed or unknown); "
+    "create one with `memories grant create` or `memories inject`"
+)
+
+
+class GrantTerms(msgspec.Struct, forbid_unknown_fields=True):
+    """The sealed part of a grant: the only copy that authorizes. ``expires`` in Unix seconds, ``None``: never."""
+
+    vault_id: str
+    scope: list[p.GrantScope]
+    expires: float | None
+
+
+class Authorized(NamedTuple):
+    """A call that passed every check: the grant's id, its vault and its scope."""
+
+    grant_id: str
+    vault: VaultRow
+    scope: list[p.GrantScope]
+
+
+def token_hash(token: str) -> bytes:
+    """SHA-256 of the token's UTF-8 bytes: what the store keeps instead of the token."""
+    return hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
+
+
+def parse_expiry(text: str, now: float) -> float | None:
+    """``30m``, ``12h``, ``7d`` (from ``now``), an ISO-8601 time (local time when it names no zone) or ``never``.
+
+    Returns:
+        Unix seconds, or ``None`` for never.
+
+    Raises:
+        MemoriesError: ``invalid_argument`` for anything else or a time not in the future.
+    """
+    text = text.strip()
+    if text == "never":
+        return None
+    match = _RELATIVE.fullmatch(text)
+    if match:
+        return now + int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise MemoriesError(
+            "invalid_argument", f"--expires {text!r} is not 30m, 12h, 7d, an ISO-8601 time or never"
+        ) from None
+    expires = moment.timestamp()
+    if expires <= now:
+        raise MemoriesError("invalid_argument", f"--expires {text} is not in the future")
+    return expires
+
+
+def check_scope(scope: list[str]) -> list[p.GrantScope]:
+    """The scope without duplicates, in the canonical order; raises ``invalid_argument`` for an empty one or an
+    unknown tool."""
+    unknown = [s for s in scope if s not in SCOPES]
+    if unknown or not scope:
+        raise MemoriesError("invalid_argument", f"--scope takes a comma-separated list of {', '.join(SCOPES)}")
+    return [s for s in SCOPES if s in scope]
+
+
+def _check_client(name: str) -> str:
+    name = unicodedata.normalize("NFC", name.strip())
+    if not name or len(name) > 64 or any(unicodedata.category(c)[0] == "C" for c in name):
+        raise MemoriesError("invalid_argument", "--client must be 1 to 64 printable characters")
+    return name
+
+
+class Grants:
+    """Grant records over the store, sealed with the keyring's master key. Blocking (runs in the store's thread).
+
+    Args:
+        clock: the daemon's clock in Unix seconds (``time.time``, shifted by a test hook in the tests).
+    """
+
+    def __init__(self, store: Store, keyring: Keyring, clock: Callable[[], float] = time.time) -> None:
+        self._store = store
+        self._keys = keyring
+        self._clock = clock
+
+    def create(self, vault: VaultRow, client: str, scope: list[str], expires: str) -> p.GrantCreated:
+        """A new grant and its token (shown once). Raises ``vault_locked``, ``invalid_argument``."""
+        master = self._keys.master()
+        client = _check_client(client)
+        scopes = check_scope(scope)
+        now = self._clock()
+        expires_at = parse_expiry(expires, now)
+        grant_id = new_id()
+        token = TOKEN_PREFIX + secrets.token_urlsafe(TOKEN_BYTES)
+        digest = token_hash(token)
+        terms = GrantTerms(vault_id=vault.id, scope=scopes, expires=expires_at)
+        sealed = crypto.seal(master, msgspec.msgpack.encode(terms), crypto.grant_terms_aad(grant_id, digest))
+        row = GrantRow(grant_id, digest, vault.id, client, ",".join(scopes), time.time(), expires_at, None, sealed)
+        self._store.insert_grant(row)
+        return p.GrantCreated(
+            id=grant_id, token=token, vault=vault.name, client=client, scope=scopes, expires=expires_at
+        )
+
+    def list(self, vault: VaultRow | None) -> list[p.GrantInfo]:
+        """Every grant (of ``vault``), from the clear listing copies; works while locked."""
+        names = {v.id: v.name for v in self._store.vaults()}
+        return [self._info(row, names) for row in self._store.grants(vault.id if vault else None)]
+
+    def revoke(self, grant_id: str | None, token: str | None) -> p.GrantInfo:
+        """Revoke one grant (idempotent); works while locked.
+
+        Raises:
+            MemoriesError: ``grant_invalid`` for an unknown token; ``invalid_argument`` for an unknown id.
+        """
+        if token is not None:
+            row = self._store.grant_by_token_hash(token_hash(token)) if _TOKEN.fullmatch(token) else None
+            if row is None:
+                raise MemoriesError("grant_invalid", _INVALID)
+        else:
+            row = self._store.grant(grant_id or "")
+            if row is None:
+                raise MemoriesError("invalid_argument", f"no grant has the id {grant_id!r} (see `memories grant list`)")
+        self._revoke([row.id])
+        revoked = self._store.grant(row.id)
+        assert revoked is not None
+        return self._info(revoked, {v.id: v.name for v in self._store.vaults()})
+
+    def revoke_vault(self, vault_id: str) -> list[str]:
+        """Revoke every grant of a vault (when the vault is deleted); their ids."""
+        ids = [row.id for row in self._store.grants(vault_id) if row.revoked is None]
+        self._revoke(ids)
+        return ids
+
+    def _revoke(self, ids: list[str]) -> None:
+        self._store.revoke_grants(ids, time.time())
+
+    def authorize(self, token: str, tool: p.GrantScope) -> Authorized:
+        """Check an MCP call in the documented order (see the module docstring); the grant's vault when it passes.
+
+        Raises:
+            MemoriesError: ``grant_invalid``, ``grant_expired``, ``grant_revoked``, ``scope_denied``,
+                ``vault_locked``, ``integrity_error`` (the sealed terms were changed).
+        """
+        row = self._store.grant_by_token_hash(token_hash(token)) if _TOKEN.fullmatch(token) else None
+        if row is None:
+            raise MemoriesError("grant_invalid", _INVALID)
+        now = self._clock()
+        if self._keys.locked or row.terms is None:
+            self._check_time(row.expires, now)
+            if row.revoked is not None or row.terms is None:
+                raise _revoked()
+            self._keys.master()  # raises vault_locked
+        assert row.terms is not None
+        sealed = crypto.open_sealed(self._keys.master(), row.terms, crypto.grant_terms_aad(row.id, row.token_hash))
+        terms = msgspec.msgpack.decode(sealed, type=GrantTerms)
+        self._check_time(terms.expires, now)
+        if row.revoked is not None:
+            raise _revoked()
+        if tool not in terms.scope:
+            raise MemoriesError(
+                "scope_denied", f"this grant allows {', '.join(terms.scope)}; memory_{tool} is not among them"
+            )
+        vault = next((v for v in self._store.vaults() if v.id == terms.vault_id), None)
+        if vault is None:
+            raise _revoked()
+        return Authorized(row.id, vault, terms.scope)
+
+    @staticmethod
+    def _check_time(expires: float | None, now: float) -> None:
+        if expires is not None and now >= expires:
+            moment = datetime.datetime.fromtimestamp(expires).isoformat(timespec="seconds")
+            raise MemoriesError("grant_expired", f"the grant expired at {moment}; create a new one")
+
+    def _info(self, row: GrantRow, names: dict[str, str]) -> p.GrantInfo:
+        state: p.GrantState = "active"
+        if row.revoked is not None:
+            state = "revoked"
+        elif row.expires is not None and self._clock() >= row.expires:
+            state = "expired"
+        scope = [s for s in row.scope.split(",") if s in SCOPES]
+        return p.GrantInfo(
+            id=row.id,
+            vault=names.get(row.vault_id, row.vault_id),
+            client=row.client,
+            scope=scope,  # type: ignore[arg-type]
+            created=row.created,
+            expires=row.expires,
+            state=state,
+        )
+
+
+def _revoked() -> MemoriesError:
+    return MemoriesError("grant_revoked", "the grant was revoked; create a new one")

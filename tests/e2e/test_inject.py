@@ -1,0 +1,162 @@
+"""``memories inject`` against fake client homes (issue 9, acceptance 8): configs merged, never replaced."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+import tomlkit
+
+from memories.clients import TOKEN_ENV
+from memories.skill import bundled_skill
+from tests.fixtures.daemon import HomeDir
+
+START = {"mcpServers": {"other": {"command": "x"}}, "preferences": {"theme": "dark"}}
+
+CODEX = """# my Codex settings
+model = "o3"  # the model I use
+
+[mcp_servers.other]  # another server
+command = "x"
+"""
+
+VSCODE = """// VS Code user MCP servers
+{
+  "servers": {
+    "other": {"type": "stdio", "command": "x"}, // keep me
+  },
+  /* inputs */ "inputs": []
+}
+"""
+
+
+@pytest.fixture
+def clients(vault: HomeDir, tmp_path: Path) -> tuple[HomeDir, Path]:
+    """A fake HOME holding Claude Code, Codex, Cursor and VS Code configs (inject all finds them installed)."""
+    fake = tmp_path / "fake-home"
+    (fake / ".claude").mkdir(parents=True)
+    (fake / ".cursor").mkdir()
+    (fake / "codex").mkdir()
+    (fake / "xdg" / "Code" / "User").mkdir(parents=True)
+    (fake / ".claude.json").write_text(json.dumps(START))
+    (fake / "codex" / "config.toml").write_text(CODEX)
+    (fake / "xdg" / "Code" / "User" / "mcp.json").write_text(VSCODE)
+    vault.env.update(HOME=str(fake), CODEX_HOME=str(fake / "codex"), XDG_CONFIG_HOME=str(fake / "xdg"))
+    return vault, fake
+
+
+def _inject(home: HomeDir, *extra: str) -> dict:
+    return home.ok("inject", "all", "--vault", "notes", "--scope", "search,read", *extra)
+
+
+def test_two_forced_runs_keep_everything_else_and_one_entry(clients: tuple[HomeDir, Path]) -> None:
+    home, fake = clients
+    first = _inject(home, "--force")
+    second = _inject(home, "--force")
+    statuses = {row["client"]: row["status"] for row in second["clients"]}
+    assert statuses == {
+        "claude-code": "configured",
+        "codex": "configured",
+        "cursor": "configured",
+        "vscode": "configured",
+        "claude-desktop": "skipped",
+    }
+    claude = json.loads((fake / ".claude.json").read_text())
+    assert claude["preferences"] == {"theme": "dark"}
+    assert claude["mcpServers"]["other"] == {"command": "x"}
+    assert sorted(claude["mcpServers"]) == ["memories", "other"]
+    entry = claude["mcpServers"]["memories"]
+    assert entry["type"] == "stdio" and entry["args"] == ["mcp", "serve"]
+    assert os.path.isabs(entry["command"]) and os.access(entry["command"], os.X_OK)
+    assert entry["env"]["MEMORIES_HOME"] == str(home.path)
+    assert stat.S_IMODE((fake / ".claude.json").stat().st_mode) == 0o600
+    assert (fake / ".claude.json.memories-backup").exists()
+
+    codex = (fake / "codex" / "config.toml").read_text()
+    assert "# my Codex settings" in codex and "# the model I use" in codex and "# another server" in codex
+    parsed = tomlkit.parse(codex).unwrap()
+    assert sorted(parsed["mcp_servers"]) == ["memories", "other"]
+    assert parsed["mcp_servers"]["memories"]["env"][TOKEN_ENV].startswith("mem_")
+
+    vscode = (fake / "xdg" / "Code" / "User" / "mcp.json").read_text()
+    for comment in ("// VS Code user MCP servers", "// keep me", "/* inputs */"):
+        assert comment in vscode
+    assert vscode.count('"memories"') == 1 and '"type": "stdio"' in vscode
+
+    # Each run made one grant per client and revoked the one it replaced.
+    grants = home.ok("grant", "list")["grants"]
+    first_ids = {row["grant"] for row in first["clients"] if row.get("grant")}
+    second_ids = {row["grant"] for row in second["clients"] if row.get("grant")}
+    states = {g["id"]: g["state"] for g in grants}
+    assert all(states[i] == "revoked" for i in first_ids) and all(states[i] == "active" for i in second_ids)
+    assert {g["client"] for g in grants} == {"claude-code", "codex", "cursor", "vscode"}
+    for folder in (".claude", ".agents", ".cursor", ".copilot"):
+        assert (fake / folder / "skills" / "memories" / "SKILL.md").read_text() == bundled_skill()
+
+
+def test_an_invalid_json_file_is_left_untouched_and_named(clients: tuple[HomeDir, Path]) -> None:
+    home, fake = clients
+    broken = '{\n  "mcpServers": {\n    "other": {"command": "x"},,\n  }\n}\n'
+    (fake / ".cursor" / "mcp.json").write_text(broken)
+    result = home.run("inject", "cursor", "--vault", "notes", "--scope", "search")
+    assert result.code == 1
+    row = result.doc["clients"][0]
+    assert row["status"] == "failed" and row["error"]["code"] == "client_config_invalid"
+    assert str(fake / ".cursor" / "mcp.json") in row["error"]["message"] and "line 3" in row["error"]["message"]
+    assert (fake / ".cursor" / "mcp.json").read_text() == broken
+    assert not (fake / ".cursor" / "mcp.json.memories-backup").exists()
+    assert home.ok("grant", "list")["grants"] == []  # no grant left behind for a client that was not configured
+
+
+def test_a_symlinked_config_stays_a_symlink(clients: tuple[HomeDir, Path]) -> None:
+    home, fake = clients
+    dotfiles = fake / "dotfiles"
+    dotfiles.mkdir()
+    real = dotfiles / "claude.json"
+    real.write_text(json.dumps(START))
+    (fake / ".claude.json").unlink()
+    (fake / ".claude.json").symlink_to(real)
+    home.ok("inject", "claude-code", "--vault", "notes", "--scope", "search")
+    assert (fake / ".claude.json").is_symlink()
+    assert "memories" in json.loads(real.read_text())["mcpServers"]
+
+
+def test_without_force_an_existing_entry_and_an_older_skill_are_kept(clients: tuple[HomeDir, Path]) -> None:
+    home, fake = clients
+    skill = fake / ".claude" / "skills" / "memories" / "SKILL.md"
+    skill.parent.mkdir(parents=True)
+    older = bundled_skill().replace('version: "1"', 'version: "0"')
+    skill.write_text(older)
+    first = home.ok("inject", "claude-code", "--vault", "notes", "--scope", "search")
+    assert first["clients"][0]["status"] == "configured" and first["clients"][0]["skill_status"] == "kept"
+    assert skill.read_text() == older
+    config = (fake / ".claude.json").read_text()
+    again = home.ok("inject", "claude-code", "--vault", "notes", "--scope", "search")
+    assert again["clients"][0]["status"] == "kept"
+    assert (fake / ".claude.json").read_text() == config
+    forced = home.ok("inject", "claude-code", "--vault", "notes", "--scope", "search", "--force")
+    row = forced["clients"][0]
+    assert row["skill_status"] == "updated" and Path(row["skill_backup"]).read_text() == older
+    assert skill.read_text() == bundled_skill()
+
+
+def test_a_skill_folder_that_is_not_ours_is_never_replaced(clients: tuple[HomeDir, Path]) -> None:
+    home, fake = clients
+    skill = fake / ".cursor" / "skills" / "memories" / "SKILL.md"
+    skill.parent.mkdir(parents=True)
+    skill.write_text("---\nname: memories\ndescription: my own notes skill\n---\nmine\n")
+    row = home.ok("inject", "cursor", "--vault", "notes", "--scope", "search", "--force")["clients"][0]
+    assert row["skill_status"] == "foreign"
+    assert skill.read_text().endswith("mine\n")
+
+
+def test_inject_all_skips_clients_that_are_not_installed(vault: HomeDir, tmp_path: Path) -> None:
+    fake = tmp_path / "empty-home"
+    fake.mkdir()
+    vault.env.update(HOME=str(fake), CODEX_HOME=str(fake / "codex"), XDG_CONFIG_HOME=str(fake / "xdg"))
+    rows = vault.ok("inject", "all", "--vault", "notes", "--scope", "search")["clients"]
+    assert {row["status"] for row in rows} == {"skipped"}
+    assert list(fake.iterdir()) == []

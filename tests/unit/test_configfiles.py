@@ -1,0 +1,78 @@
+"""Merging one MCP entry into client configs: everything else kept byte for byte, one entry, errors with lines."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from memories.configfiles import json_entry, merge_json, merge_toml, toml_entry, write_config
+from memories.errors import MemoriesError
+
+ENTRY = {"command": "/bin/memories", "args": ["mcp", "serve"], "env": {"MEMORIES_GRANT_TOKEN": "t"}}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"mcpServers":{"other":{"command":"x"}},"preferences":{"theme":"dark"}}',
+        '{\n  "preferences": {"theme": "dark"}\n}\n',
+        "{}",
+        '{\n\t"mcpServers": {\n\t\t"other": 1 // a comment\n\t}\n}\n',
+        '{"mcpServers": {"memories": {"command": "old"}, "x": 1, "memories": {"command": "older"}}}',
+    ],
+)
+def test_json_merge_keeps_the_rest_and_leaves_one_entry(text: str) -> None:
+    strict = "//" not in text
+    once = merge_json(text, "f", "mcpServers", "memories", ENTRY, strict=strict)
+    twice = merge_json(once, "f", "mcpServers", "memories", {**ENTRY, "command": "/new"}, strict=strict)
+    assert json_entry(twice, "f", "mcpServers", "memories", strict=strict)["command"] == "/new"
+    assert twice.count('"memories"') == 1
+    if strict:
+        document = json.loads(twice)
+        original = json.loads(text)
+        for key, value in original.items():
+            if key != "mcpServers":
+                assert document[key] == value
+        assert {k for k in document["mcpServers"]} == {*original.get("mcpServers", {}), "memories"}
+    else:
+        assert "// a comment" in twice and "\t\t" in twice
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [('{"mcpServers": ', 1), ('{\n  "a": 1,\n  b c\n}', 3), ("[1, 2]", 1), ('{"mcpServers": []}', 1)],
+)
+def test_an_unparsable_json_file_names_its_line(text: str, line: int) -> None:
+    with pytest.raises(MemoriesError) as caught:
+        merge_json(text, "/x/mcp.json", "mcpServers", "memories", ENTRY, strict=True)
+    assert caught.value.code == "client_config_invalid"
+    assert caught.value.details == {"path": "/x/mcp.json", "line": line}
+
+
+def test_toml_merge_keeps_comments_and_replaces_only_our_table() -> None:
+    text = (
+        '# top\nmodel = "o3"  # why\n\n[mcp_servers.memories]\ncommand = "old"\n\n[mcp_servers.other]\ncommand = "x"\n'
+    )
+    merged = merge_toml(text, "c.toml", "mcp_servers", "memories", ENTRY)
+    assert "# top" in merged and "# why" in merged and 'command = "x"' in merged and '"old"' not in merged
+    assert toml_entry(merged, "c.toml", "mcp_servers", "memories") == ENTRY
+    with pytest.raises(MemoriesError) as caught:
+        merge_toml("a = 1\nb = \n", "c.toml", "mcp_servers", "memories", ENTRY)
+    assert caught.value.details["line"] == 2
+
+
+def test_write_goes_through_a_symlink_with_a_backup_and_mode_0600(tmp_path: Path) -> None:
+    real = tmp_path / "real.json"
+    real.write_text("{}")
+    real.chmod(0o644)
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    backup = write_config(str(link), '{"a": 1}\n')
+    assert link.is_symlink() and real.read_text() == '{"a": 1}\n'
+    assert backup == str(real) + ".memories-backup" and Path(backup).read_text() == "{}"
+    assert stat.S_IMODE(real.stat().st_mode) == 0o600 and stat.S_IMODE(os.stat(backup).st_mode) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.json", "real.json", "real.json.memories-backup"]
