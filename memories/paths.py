@@ -64,6 +64,11 @@ class Home:
         return os.path.join(self.root, "models")
 
     @property
+    def default_model_dir(self) -> str:
+        """Where ``rag model-install`` puts the model when ``[rag] local_model_dir`` is not set."""
+        return os.path.join(self.models_dir, "embeddinggemma")
+
+    @property
     def socket_path(self) -> str:
         """``<home>/run/daemon.sock``, or, when that exceeds :data:`SOCKET_PATH_MAX` bytes, a short path in an
         owner-only runtime folder named by a digest of the home (``$XDG_RUNTIME_DIR/memories`` or
@@ -117,3 +122,57 @@ def ensure_private_dir(path: str) -> None:
         raise MemoriesError("invalid_argument", f"{path} exists and is not a folder") from None
     except OSError as exc:
         raise MemoriesError("invalid_argument", f"cannot create {path}: {exc.strerror}") from None
+
+
+def make_folders(path: str, mode: int = 0o700) -> None:
+    """Create ``path`` and any missing parents, each with exactly ``mode`` (set again after ``mkdir``, so no
+    umask can take the owner's search bit away). Existing folders are left as they are.
+
+    Raises:
+        OSError: a component exists and is not a folder, or cannot be created.
+    """
+    missing = []
+    current = os.path.abspath(path)
+    while not os.path.isdir(current):
+        missing.append(current)
+        parent = os.path.dirname(current)
+        if parent == current:
+            break
+        current = parent
+    for folder in reversed(missing):
+        os.mkdir(folder, mode)
+        os.chmod(folder, mode)
+
+
+def repair_model_folders(home: Home, user_model_dir: str | None) -> list[str]:
+    """Give the owner's read, write and search bits back to the folders Memories makes for the model:
+    ``<home>/models`` and ``<home>/models/embeddinggemma`` with every folder below it. Releases that set the umask
+    around the socket's ``bind`` could create them 0600, and no later install could enter them. A folder that is
+    (or lies inside) the user's ``[rag] local_model_dir``, a symbolic link, or another user's is never touched.
+
+    Returns the folders repaired.
+    """
+    repaired: list[str] = []
+    user_dir = os.path.realpath(user_model_dir) if user_model_dir else None
+
+    def visit(folder: str, descend: bool) -> None:
+        if user_dir is not None and (folder == user_dir or folder.startswith(user_dir + os.sep)):
+            return
+        try:
+            info = os.lstat(folder)
+            if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+                return
+            if info.st_mode & stat.S_IRWXU != stat.S_IRWXU:
+                os.chmod(folder, stat.S_IMODE(info.st_mode) | stat.S_IRWXU)
+                repaired.append(folder)
+            if descend:
+                with os.scandir(folder) as entries:
+                    children = [entry.path for entry in entries if entry.is_dir(follow_symlinks=False)]
+                for child in children:
+                    visit(child, descend=True)
+        except OSError:
+            return  # gone meanwhile, or not ours to change: the install reports what it cannot use
+
+    visit(home.models_dir, descend=False)
+    visit(home.default_model_dir, descend=True)
+    return repaired

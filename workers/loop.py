@@ -9,7 +9,10 @@ A reader thread owns ``IN_FD``: calls go to a queue, :class:`~memories.protocol.
 cancelled for the handler's next :meth:`Context.check_cancelled`, and end of stream — the supervisor is gone, for
 whatever reason, even while a handler is busy — ends the process at once with ``os._exit``. (Linux's
 ``PR_SET_PDEATHSIG`` is not used: it fires when the parent *thread* exits, and trio starts children from a
-short-lived worker thread.)
+short-lived worker thread.) A write that finds the supervisor gone (a daemon killed while this worker was still
+starting) logs one line and exits too.
+
+:func:`run_worker` first turns core dumps off (:mod:`memories.hardening`): the flag does not survive ``execve``.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import msgspec
 from memories import protocol as p
 from memories.errors import MemoriesError
 from memories.framing import read_frame_fd, write_frame_fd
+from memories.hardening import harden_process
 from memories.logs import log_failure
 from memories.testing import load_hooks
 
@@ -72,7 +76,11 @@ class _Worker:
     def send(self, message: p.WorkerOutbound) -> None:
         payload = self._encoder.encode(message)
         with self._write_lock:
-            write_frame_fd(self.out_fd, payload)
+            try:
+                write_frame_fd(self.out_fd, payload)
+            except BrokenPipeError:  # the supervisor died (even before our hello): one line, not a traceback
+                logging.getLogger(self.name).warning("the daemon closed the pipe; exiting")
+                os._exit(0)
 
     def read_forever(self) -> None:
         decoder = msgspec.msgpack.Decoder(p.WorkerInbound)
@@ -124,6 +132,7 @@ class _Worker:
 def run_worker(name: str, handlers: dict[type, Handler]) -> None:
     """Entry point of a worker module: parse ``IN_FD OUT_FD`` from ``sys.argv`` and serve until the pipe closes."""
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {name}[%(process)d] %(levelname)s %(message)s")
+    harden_process()  # before the first request can hand us plaintext
     in_fd, out_fd = int(sys.argv[1]), int(sys.argv[2])
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C on `daemon run` is the supervisor's to handle
     _Worker(name, in_fd, out_fd, handlers).serve()

@@ -19,8 +19,11 @@ import trio
 from memories.config import load_config
 from memories.daemon.supervisor import Daemon
 from memories.errors import MemoriesError
-from memories.paths import Home, ensure_private_dir
+from memories.hardening import harden_process
+from memories.paths import Home, ensure_private_dir, repair_model_folders
 from memories.testing import HOOKS_ENV, load_hooks
+
+log = logging.getLogger("memories.daemon")
 
 
 def run_daemon(home: Home) -> None:
@@ -29,6 +32,7 @@ def run_daemon(home: Home) -> None:
     Raises:
         MemoriesError: ``daemon_already_running``, ``invalid_config``.
     """
+    harden_process()  # first: no thread, child or secret exists yet (memories.hardening)
     for folder in (home.root, home.run_dir, home.log_dir):
         ensure_private_dir(folder)
     lock_fd = os.open(home.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -46,14 +50,37 @@ def run_daemon(home: Home) -> None:
         format="%(asctime)s daemon[%(process)d] %(name)s %(levelname)s %(message)s",
     )
     config = load_config(Path(home.config_path))
+    repaired = repair_model_folders(home, config.rag.local_model_dir)
+    if repaired:
+        log.info("gave the owner's permissions back to %d model folder(s) under %s", len(repaired), home.models_dir)
     try:
         hooks = load_hooks()
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise MemoriesError("invalid_argument", f"{HOOKS_ENV} is malformed: {exc}") from None
     if hooks is not None:
-        logging.getLogger("memories.daemon").warning("test hooks are active (%s is set)", HOOKS_ENV)
+        log.warning("test hooks are active (%s is set)", HOOKS_ENV)
     daemon = Daemon(home, config, hooks, sys.stderr)
     try:
         trio.run(daemon.serve)
+    except ExceptionGroup as group:
+        raise _sole_error(group) from None
     finally:
         os.close(lock_fd)
+
+
+def _sole_error(group: ExceptionGroup) -> Exception:
+    """The one :class:`MemoriesError` a nursery wrapped (a start-up failure such as an occupied socket path), so
+    it reaches the user as ``error: CODE: message``; any other group as it is."""
+    leaves: list[BaseException] = []
+
+    def collect(error: BaseException) -> None:
+        if isinstance(error, BaseExceptionGroup):
+            for inner in error.exceptions:
+                collect(inner)
+        else:
+            leaves.append(error)
+
+    collect(group)
+    if len(leaves) == 1 and isinstance(leaves[0], MemoriesError):
+        return leaves[0]
+    return group

@@ -38,7 +38,7 @@ class Models:
         self.manifest = _manifest(hooks.model_manifest if hooks else None)
         rag = daemon.config.rag
         self.user_supplied = rag.local_model_dir is not None
-        self.path = Path(rag.local_model_dir) if rag.local_model_dir else Path(daemon.home.models_dir, "embeddinggemma")
+        self.path = Path(rag.local_model_dir or daemon.home.default_model_dir)
         self._request: p.EmbedLoad | None = None
         self._loaded: p.ModelLoaded | None = None
         self._fingerprint: _Fingerprint | None = None

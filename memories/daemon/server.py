@@ -11,6 +11,7 @@ import contextlib
 import logging
 import os
 import socket
+import stat
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -86,15 +87,16 @@ async def serve_socket(
     warnings: Callable[[], list[str]],
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Listen on the unix socket ``path`` (mode 0600 inside an owner-only folder) and serve forever."""
+    """Listen on the unix socket ``path`` (mode 0600 inside an owner-only folder) and serve forever.
+
+    Raises:
+        MemoriesError: ``daemon_start_failed`` when something other than an old socket occupies ``path``.
+    """
+    _clear_socket_path(path)
     sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    if path.exists() or path.is_symlink():
-        path.unlink()  # the daemon holds the home's lock, so a socket file here is a leftover
-    old_umask = os.umask(0o177)
-    try:
-        await sock.bind(os.fspath(path))
-    finally:
-        os.umask(old_umask)
+    # The folder is owner-only and the process umask (0o077, memories.hardening) is never changed around the
+    # bind: the umask is process-wide, and workers spawned meanwhile would inherit a narrower one.
+    await sock.bind(os.fspath(path))
     os.chmod(path, 0o600)
     sock.listen(64)
     listener = trio.SocketListener(sock)
@@ -103,6 +105,27 @@ async def serve_socket(
         await trio.serve_listeners(lambda stream: _serve_one(stream, handle, warnings), [listener])
     finally:
         path.unlink(missing_ok=True)
+
+
+def _clear_socket_path(path: Path) -> None:
+    """Remove what a dead daemon left at the socket path (the running daemon holds the home's lock, so nobody
+    listens there); refuse anything that is not a socket or a link, naming it.
+
+    Raises:
+        MemoriesError: ``daemon_start_failed`` when a folder or a file occupies the path.
+    """
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return
+    if not (stat.S_ISSOCK(info.st_mode) or stat.S_ISLNK(info.st_mode)):
+        what = "a folder" if stat.S_ISDIR(info.st_mode) else "a file that is not a socket"
+        raise MemoriesError(
+            "daemon_start_failed",
+            f"{path} is {what}, where the daemon's socket belongs; move it away and start the daemon again",
+            {"path": str(path)},
+        )
+    path.unlink()
 
 
 async def _serve_one(stream: trio.SocketStream, handle: Handler, warnings: Callable[[], list[str]]) -> None:

@@ -29,6 +29,7 @@ import httpx
 from memories.errors import MemoriesError
 from memories.http.client import DOWNLOAD_REDIRECTS, open_response, shown_url
 from memories.http.retry import CancelCheck, Deadline, RetryPolicy, TransientFailure, check_cancelled, with_retries
+from memories.paths import make_folders
 
 ProgressCallback = Callable[[int, int], None]
 """Called with ``(bytes_done, bytes_total)`` of one file; bytes already in a resumed part count as done."""
@@ -159,7 +160,7 @@ class _Part:
     """``<dest>.part`` opened for appending, with the SHA-256 and length of what it holds."""
 
     def __init__(self, path: Path, size: int) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_folders(str(path.parent))
         self.path = path
         self.size = size
         self.offset = 0

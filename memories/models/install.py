@@ -31,6 +31,7 @@ from memories.http.urls import endpoint_problem
 from memories.models.download import copy_file, download_file
 from memories.models.manifest import Manifest, ManifestFile
 from memories.models.verify import remember_hash, verify_installed
+from memories.paths import make_folders
 
 GEMMA_TERMS_URL = "https://ai.google.dev/gemma/terms"
 GEMMA_PROHIBITED_USE_URL = "https://ai.google.dev/gemma/prohibited_use_policy"
@@ -97,7 +98,7 @@ def install_model(
     if base_url is not None and (problem := endpoint_problem(base_url)):
         raise MemoriesError("invalid_argument", f"model download base URL refused: {problem}")
     dest_dir = Path(dest_dir).resolve()
-    dest_dir.mkdir(parents=True, exist_ok=True)
+    make_folders(str(dest_dir))
     status = verify_installed(manifest, dest_dir, checkpoint=functools.partial(check_cancelled, cancelled))
     if status.mismatched:
         raise _existing_mismatch(manifest, dest_dir, status.mismatched)

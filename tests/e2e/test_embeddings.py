@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import subprocess
 from fractions import Fraction
 
@@ -243,6 +244,31 @@ def test_model_install_from_a_loopback_https_mirror(
     assert len(https_mirror.log) == len(tiny_model.manifest.files)  # the second run downloaded nothing
     home.ok("memory", "add", "notes", "--title", "t", "--body", "semantic search works")
     assert home.ok("rag", "search", "notes", "semantic", "--mode", "vector")["results"]
+    assert _folder_modes(home) == dict.fromkeys(_MODEL_FOLDERS, 0o700)  # owner-only, search bit included
+
+
+_MODEL_FOLDERS = ("models", "models/embeddinggemma", "models/embeddinggemma/onnx")
+
+
+def _folder_modes(home: HomeDir) -> dict[str, int]:
+    return {folder: stat.S_IMODE((home.path / folder).stat().st_mode) for folder in _MODEL_FOLDERS}
+
+
+def test_model_folders_left_without_their_search_bit_are_repaired(
+    home: HomeDir, tiny_model: TinyModel, http_mirror
+) -> None:  # type: ignore[no-untyped-def]
+    """An older release could create ``models/`` as 0600; as a normal user every later install then failed with
+    PermissionError. The daemon gives its own folders their search bit back when it starts."""
+    _mirror_model(http_mirror, tiny_model)
+    home.config.write_text(home.config.read_text() + f"[rag]\nmodel_download_base_url = '{http_mirror.base_url}'\n")
+    for folder in _MODEL_FOLDERS:
+        (home.path / folder).mkdir()
+    for folder in reversed(_MODEL_FOLDERS):
+        (home.path / folder).chmod(0o600)
+    with_hooks(home, model_manifest=str(tiny_model.manifest_path))
+    initialize(home)
+    assert _folder_modes(home) == dict.fromkeys(_MODEL_FOLDERS, 0o700)
+    assert {f["status"] for f in home.ok("rag", "model-install")["files"]} == {"downloaded"}
 
 
 def test_model_install_through_a_socks5h_proxy(
