@@ -1,9 +1,10 @@
 """``config.toml``: typed settings of the daemon, decoded at the boundary into msgspec structs.
 
-A missing file means every default. Unknown keys, wrong types and out-of-range values are ``invalid_config``
-naming the key (``rag.http.retries``). A key whose name marks a secret value (exactly ``api_key``, ``key``,
-``password``, ``secret`` or ``token``, in any table) is refused: secrets come only from environment variables
-that config names (``api_key_env``). Relative paths resolve against the folder of the config file.
+A missing file means every default; a UTF-8 byte order mark at the start is accepted. Unknown keys, wrong types
+and out-of-range values are ``invalid_config`` naming the key (``rag.http.retries``). A key whose name marks a
+secret value (exactly ``api_key``, ``key``, ``password``, ``secret`` or ``token``, in any table) is refused:
+secrets come only from environment variables that config names (``api_key_env``). Relative paths resolve against
+the folder of the config file.
 
 Example::
 
@@ -123,7 +124,7 @@ def load_config(path: Path) -> Config:
     except OSError as exc:
         raise MemoriesError("invalid_config", f"cannot read {path}: {exc.strerror or exc}") from None
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
+        data = tomllib.loads(raw.decode("utf-8-sig"))  # a BOM (Windows editors write one) is not TOML
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise MemoriesError("invalid_config", f"{path} is not valid TOML: {exc}") from None
     _refuse_secrets(data, path, prefix="")

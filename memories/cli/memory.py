@@ -34,11 +34,7 @@ def read_limited(stream: BinaryIO, name: str) -> bytes:
     """
     data = stream.read(MAX_BODY_BYTES + 1)
     if len(data) > MAX_BODY_BYTES:
-        raise MemoriesError(
-            "body_too_large",
-            f"{name} is larger than {MAX_BODY_BYTES:,} bytes (2 MiB), the largest body accepted",
-            {"max": MAX_BODY_BYTES},
-        )
+        raise _too_large(name)
     return data
 
 
@@ -48,16 +44,44 @@ def _body(body: str | None, file: str | None, *, required: bool) -> bytes | None
     if body is not None:
         return body.encode("utf-8", "surrogateescape")  # undecodable argv bytes reach the daemon as they were
     if file is not None:
-        try:
-            with open(file, "rb") as handle:
-                return read_limited(handle, file)
-        except OSError as exc:
-            raise MemoriesError("invalid_argument", f"cannot read {file}: {exc.strerror}") from None
+        return _read_body_file(file)
     if required:
         if sys.stdin.isatty():
             click.echo("reading the body from standard input; end it with Ctrl-D", err=True)
         return read_limited(sys.stdin.buffer, "standard input")
     return None
+
+
+def _read_body_file(path: str) -> bytes:
+    """The bytes of ``--file PATH``: a regular file only (a pipe or a device would block or never end), at most
+    :data:`MAX_BODY_BYTES`, through :func:`memories.files.read_regular_file`.
+
+    Raises:
+        MemoriesError: ``unsupported_file``, ``body_too_large``, ``invalid_argument`` (cannot be opened or read).
+    """
+    from memories.files import FileTooLarge, NotRegularFile, read_regular_file
+
+    try:
+        return read_regular_file(path, MAX_BODY_BYTES)
+    except NotRegularFile:
+        raise MemoriesError(
+            "unsupported_file",
+            f"{path} is not a regular file (a pipe, device or socket); give a file, --body, "
+            "or the body on standard input",
+            {"path": path},
+        ) from None
+    except FileTooLarge:
+        raise _too_large(path) from None
+    except OSError as exc:
+        raise MemoriesError("invalid_argument", f"cannot read {path}: {exc.strerror}") from None
+
+
+def _too_large(name: str) -> MemoriesError:
+    return MemoriesError(
+        "body_too_large",
+        f"{name} is larger than {MAX_BODY_BYTES:,} bytes (2 MiB), the largest body accepted",
+        {"max": MAX_BODY_BYTES},
+    )
 
 
 def _meta(pairs: tuple[str, ...]) -> dict[str, str]:

@@ -1,0 +1,23 @@
+"""Issue 12, hangs: nothing the user names or does leaves a command waiting forever."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tests.fixtures.daemon import HomeDir
+
+
+def test_a_pipe_as_the_body_file_is_refused_at_once(vault: HomeDir, tmp_path: Path) -> None:
+    fifo = tmp_path / "body.fifo"
+    os.mkfifo(fifo)
+    ref = vault.ok("memory", "add", "notes", "--title", "t", "--body", "b")
+    # Opening a FIFO for reading blocks until a writer comes; the run's timeout only guards against a hang.
+    error = vault.fails("unsupported_file", "memory", "add", "notes", "--title", "t", "--file", str(fifo))
+    assert str(fifo) in error["message"]
+    vault.fails("unsupported_file", "memory", "update", "notes", ref["id"], "--file", str(fifo))
+    vault.fails("invalid_argument", "memory", "add", "notes", "--title", "t", "--file", str(tmp_path))
+    body = tmp_path / "body.txt"
+    body.write_text("from a file")
+    added = vault.ok("memory", "add", "notes", "--title", "t", "--file", str(body))
+    assert vault.ok("memory", "read", "notes", added["id"])["body"] == "from a file"
