@@ -26,7 +26,7 @@ Sensitivity = Literal["general", "private"]
 MatchMode = Literal["any", "all", "phrase"]
 SearchMode = Literal["bm25", "vector", "hybrid"]
 JobState = Literal["queued", "running", "done", "failed", "cancelled"]
-IngestStatus = Literal["added", "updated", "unchanged", "refused", "skipped"]
+IngestStatus = Literal["added", "updated", "moved", "unchanged", "refused", "skipped"]
 GrantScope = Literal["search", "read", "retrieve", "ask"]
 """What a grant lets an AI client do: one MCP tool each (``memory_search``, ``memory_read``, ``memory_retrieve``,
 ``memory_ask``)."""

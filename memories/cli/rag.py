@@ -66,7 +66,7 @@ def ingest(
     statuses = [r["status"] for r in document["results"]]
     if "refused" not in statuses:
         return 0
-    went_in = any(s in ("added", "updated", "unchanged") for s in statuses)
+    went_in = any(s in ("added", "updated", "moved", "unchanged") for s in statuses)
     return EXIT_PARTIAL if went_in else EXIT_ERROR
 
 

@@ -4,7 +4,9 @@ A folder gives the ``.md``/``.txt`` files directly in it, and with ``--recursive
 other files are reported ``skipped``; names starting with ``.`` (``.git``, ``.obsidian``) are not walked;
 ``--exclude`` patterns are gitignore-style, matched against the path relative to the folder (a bare name matches
 at any depth). A file named explicitly must be text. Each file's ``source`` is its path relative to the folder
-given (``/``-separated), or its file name when named directly; the source is how a later ingest finds the card.
+given (``/``-separated), or its file name when named directly, as of the latest ingest. A card is its file: its
+resolved path is sealed in the card's header (:class:`~memories.daemon.vaults.Origin`), so a later ingest of the
+same file updates that card, and a different file with the same name never does (see :func:`_find_card`).
 
 Refused files (``unsupported_file``: PDF, Office documents, images, archives, NUL bytes, invalid UTF-8; or
 ``body_too_large``) store nothing; the other files of the run still go in. A UTF-8 BOM is accepted and removed,
@@ -13,6 +15,7 @@ so byte offsets count from the first byte after it.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +27,7 @@ import trio
 from memories import protocol as p
 from memories.daemon.jobs import Job
 from memories.daemon.server import Connection
-from memories.daemon.vaults import split_tags
+from memories.daemon.vaults import Origin, Vaults, split_tags
 from memories.errors import MemoriesError
 from memories.files import FileTooLarge, NotRegularFile, read_regular_file
 from memories.limits import MAX_BODY_BYTES
@@ -68,6 +71,7 @@ class _Candidate:
 
 @dataclass(frozen=True)
 class _Note:
+    path: str  # resolved, absolute
     title: str
     body: str
     tags: list[str]
@@ -128,27 +132,60 @@ class Ingest:
         return p.IngestResult(path=path, source=candidate.source, status=status, id=record_id, revision=revision)
 
     def _store(self, vault: VaultRow, source: str, note: _Note) -> tuple[str, int, p.IngestStatus]:
-        """Add the card, add a revision to the card of the same source, or leave it as it is (in a thread)."""
+        """Add the card, add a revision to the card of the same file, or leave it as it is (in a thread)."""
         vaults = self._daemon.vaults
         body = note.body.encode("utf-8")
+        origin = Origin(path=note.path, sha256=hashlib.sha256(body).hexdigest())
         meta = {"source": source}
         if note.tags:
             meta["tags"] = ", ".join(note.tags)
-        existing = vaults.find_by_source(vault, source)
-        if existing is None:
-            record_id, revision = vaults.add(vault, "card", "general", note.title, body, meta)
+        found = _find_card(vaults, vault, origin, source)
+        if found is None:
+            record_id, revision = vaults.add(vault, "card", "general", note.title, body, meta, origin)
             return record_id, revision, "added"
+        existing, how = found
         header, old_body = vaults.read_latest(vault, existing)
-        if old_body == note.body and header.title == note.title and split_tags(header.meta.get("tags")) == note.tags:
+        same = (
+            old_body == note.body
+            and header.title == note.title
+            and header.meta.get("source") == source
+            and split_tags(header.meta.get("tags")) == note.tags
+        )
+        if same and header.origin == origin:
             return existing, vaults.catalog(vault)[existing].revision, "unchanged"
         # A new revision keeps the card's sensitivity: a card the user made private stays private.
         new_meta = {**header.meta, **meta}
         if not note.tags:
             new_meta.pop("tags", None)
         record_id, revision = vaults.update(
-            vault, existing, title=note.title, body=body, sensitivity=None, meta=new_meta
+            vault, existing, title=note.title, body=body, sensitivity=None, meta=new_meta, origin=origin
         )
-        return record_id, revision, "updated"
+        # A card of an earlier release that only gains its file's path is reported unchanged: its text is.
+        return record_id, revision, "moved" if how == "moved" else "unchanged" if same else "updated"
+
+
+def _find_card(vaults: Vaults, vault: VaultRow, origin: Origin, source: str) -> tuple[str, str] | None:
+    """The card an earlier ingest made from this file, and how it was recognized, or ``None`` for a new card.
+
+    In this order: ``"path"`` — a card whose stored resolved path is this file's; ``"moved"`` — a card whose stored
+    path no longer exists and whose text at its last ingest is this file's text (the file was moved or renamed);
+    ``"legacy"`` — a card of an earlier release (no stored path) with the same ``source`` and the same text. A
+    different file with the same name or relative path is never matched. Runs in the store's thread.
+    """
+    cards = [(rid, e.header) for rid, e in vaults.catalog(vault).items() if e.header.kind == "card"]
+    for record_id, header in cards:
+        if header.origin is not None and header.origin.path == origin.path:
+            return record_id, "path"
+    for record_id, header in cards:
+        stored = header.origin
+        if stored is not None and stored.sha256 == origin.sha256 and not os.path.lexists(stored.path):
+            return record_id, "moved"
+    for record_id, header in cards:
+        if header.origin is None and header.meta.get("source") == source:
+            _, body = vaults.read_latest(vault, record_id)
+            if hashlib.sha256(body.encode("utf-8")).hexdigest() == origin.sha256:
+                return record_id, "legacy"
+    return None
 
 
 def _walk(request: p.RagIngest) -> list[_Candidate | p.IngestResult]:
@@ -164,7 +201,7 @@ def _walk(request: p.RagIngest) -> list[_Candidate | p.IngestResult]:
         else:
             error = p.ErrorInfo(code="invalid_argument", message=f"{root} does not exist")
             found.append(p.IngestResult(path=raw, source=None, status="refused", error=error))
-    return _refuse_repeated_sources(found)
+    return found
 
 
 def _exclusions(patterns: list[str]) -> pathspec.PathSpec:
@@ -173,24 +210,6 @@ def _exclusions(patterns: list[str]) -> pathspec.PathSpec:
         return pathspec.GitIgnoreSpec.from_lines(patterns)
     except Exception as exc:  # pathspec's pattern errors have no common public base class
         raise MemoriesError("invalid_argument", f"an --exclude pattern is malformed: {exc}") from None
-
-
-def _refuse_repeated_sources(found: list[_Candidate | p.IngestResult]) -> list[_Candidate | p.IngestResult]:
-    """The source is the card's key in the vault: two files of one run with the same source (``a/notes.md`` and
-    ``b/notes.md`` named directly) would silently become two revisions of one card, so the later ones are
-    refused."""
-    seen: dict[str, Path] = {}
-    kept: list[_Candidate | p.IngestResult] = []
-    for item in found:
-        if isinstance(item, _Candidate):
-            first = seen.setdefault(item.source, item.path)
-            if first != item.path:
-                message = f"{item.path} has the same source {item.source!r} as {first}; ingest one of them separately"
-                error = p.ErrorInfo(code="invalid_argument", message=message)
-                kept.append(p.IngestResult(path=str(item.path), source=item.source, status="refused", error=error))
-                continue
-        kept.append(item)
-    return kept
 
 
 def _walk_folder(root: Path, spec: pathspec.PathSpec, recursive: bool) -> list[_Candidate | p.IngestResult]:
@@ -252,7 +271,8 @@ def _read_note(candidate: _Candidate, title: str | None) -> _Note:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise _unsupported(path, f"it is not valid UTF-8 (byte {exc.start})") from None
-    return _Note(title=title or first_heading(text) or path.name, body=text, tags=front_matter_tags(text))
+    title = title or first_heading(text) or path.name
+    return _Note(path=os.path.realpath(path), title=title, body=text, tags=front_matter_tags(text))
 
 
 def _read_regular_file(path: Path, limit: int) -> bytes:

@@ -26,13 +26,25 @@ from memories.store import RevisionRow, Store, VaultRow
 _META_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
+class Origin(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """Where an ingested card came from: the file's resolved absolute path and the SHA-256 (hex) of the text
+    stored from it at the last ingest (UTF-8, after BOM removal). Sealed in the header and kept apart from
+    ``meta``, so ``memory update --meta`` cannot lose it; never indexed, embedded, shown in search or sent to a
+    worker or model."""
+
+    path: str
+    sha256: str
+
+
 class RecordHeader(msgspec.Struct, forbid_unknown_fields=True):
-    """The sealed ``header`` field of a revision."""
+    """The sealed ``header`` field of a revision (``origin`` is ``None`` for records not ingested from a file, and
+    for cards ingested by releases before it existed)."""
 
     kind: RecordKind
     sensitivity: Sensitivity
     title: str
     meta: dict[str, str]
+    origin: Origin | None = None
 
 
 class CatalogEntry(msgspec.Struct):
@@ -125,14 +137,15 @@ class Vaults:
         title: str,
         body: bytes,
         meta: dict[str, str],
+        origin: Origin | None = None,
     ) -> tuple[str, int]:
-        """Store a new record as revision 1; returns ``(id, 1)``.
+        """Store a new record as revision 1; returns ``(id, 1)``. ``origin`` is set by ingest only.
 
         Raises:
             MemoriesError: ``body_too_large``, ``invalid_utf8``, ``invalid_argument`` (title, metadata),
                 ``vault_locked``.
         """
-        header = RecordHeader(kind, sensitivity, _check_title(title), _check_meta(meta))
+        header = RecordHeader(kind, sensitivity, _check_title(title), _check_meta(meta), origin)
         text = decode_body(body)
         key = self._keys.vault_key(vault)
         record_id = new_id()
@@ -150,8 +163,10 @@ class Vaults:
         body: bytes | None,
         sensitivity: Sensitivity | None,
         meta: dict[str, str] | None,
+        origin: Origin | None = None,
     ) -> tuple[str, int]:
-        """Add a revision; fields left ``None`` keep the latest revision's value. Returns ``(id, revision)``."""
+        """Add a revision; fields left ``None`` keep the latest revision's value (``origin`` too: only ingest sets
+        it). Returns ``(id, revision)``."""
         key = self._keys.vault_key(vault)
         header, old_body, row = self._read_row(vault, key, record_id, None)
         revision = row.revision
@@ -160,6 +175,7 @@ class Vaults:
             sensitivity or header.sensitivity,
             _check_title(title) if title is not None else header.title,
             _check_meta(meta) if meta is not None else header.meta,
+            origin or header.origin,
         )
         text = decode_body(body) if body is not None else old_body
         self._write(vault, key, record_id, revision + 1, new_header, text)
@@ -237,13 +253,6 @@ class Vaults:
                 )
             )
         return records
-
-    def find_by_source(self, vault: VaultRow, source: str) -> str | None:
-        """The card that an earlier ingest made from ``source``, if any."""
-        for record_id, entry in self.catalog(vault).items():
-            if entry.header.kind == "card" and entry.header.meta.get("source") == source:
-                return record_id
-        return None
 
     def read_latest(self, vault: VaultRow, record_id: str) -> tuple[RecordHeader, str]:
         """``(header, body)`` of the latest revision."""

@@ -578,19 +578,6 @@ def test_a_socket_of_another_user_gets_no_passphrase(home: HomeDir) -> None:
         listener.wait()
 
 
-def test_two_files_with_the_same_source_are_not_merged(vault: HomeDir, tmp_path: Path) -> None:
-    for folder in ("a", "b"):
-        (tmp_path / folder).mkdir()
-        (tmp_path / folder / "notes.md").write_text(f"# Notes {folder}\n\nfrom {folder}")
-    result = vault.run("rag", "ingest", "notes", str(tmp_path / "a" / "notes.md"), str(tmp_path / "b" / "notes.md"))
-    assert result.code == 3
-    assert [(r["status"], (r["error"] or {}).get("code")) for r in result.doc["results"]] == [
-        ("added", None),
-        ("refused", "invalid_argument"),
-    ]
-    assert [r["title"] for r in vault.ok("memory", "list", "notes")["records"]] == ["Notes a"]
-
-
 @pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL])
 def test_a_client_that_hangs_up_cancels_its_job_and_the_daemon_lives_on(home: HomeDir, how: signal.Signals) -> None:
     with_hooks(home, step_delay_seconds={"IndexQuery": 1})
