@@ -350,13 +350,16 @@ class RecordView(_Message):
 
 
 class RecordSummary(msgspec.Struct):
-    """One row of ``memory list``: the latest revision of a record, without body or metadata."""
+    """One row of ``memory list``: the latest revision of a record, without body or metadata. ``damaged``: its
+    ciphertext failed authentication (searches leave it out; reading it is ``integrity_error``); ``kind``,
+    ``sensitivity`` and ``title`` are ``None`` when its header is the damaged part."""
 
     id: str
     revision: int
-    kind: RecordKind
-    sensitivity: Sensitivity
-    title: str
+    kind: RecordKind | None
+    sensitivity: Sensitivity | None
+    title: str | None
+    damaged: bool = False
 
 
 class RecordListing(_Message):

@@ -163,7 +163,13 @@ def list_(session: Session, vault_ref: str, kind: str | None) -> None:
 
     def human(document: dict) -> None:
         rows = [
-            [r["id"], str(r["revision"]), r["kind"], r["sensitivity"], one_line(r["title"])]
+            [
+                r["id"],
+                str(r["revision"]),
+                r["kind"] or "?",
+                r["sensitivity"] or "?",
+                ("DAMAGED (integrity_error) " if r["damaged"] else "") + one_line(r["title"] or ""),
+            ]
             for r in document["records"]
         ]
         table(rows, ["id", "rev", "kind", "sensitivity", "title"])

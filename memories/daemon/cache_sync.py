@@ -83,14 +83,19 @@ class CacheSync:
             batches = [changed[i : i + SYNC_BATCH] for i in range(0, len(changed), SYNC_BATCH)] or [[]]
             for number, batch in enumerate(batches):
                 final = number == len(batches) - 1
+                upserts = await daemon.db(daemon.vaults.index_records, vault, batch)
+                expected = {}
+                if final:  # without the records found damaged while decrypting (they are left out, R-44 holds)
+                    damaged = await daemon.db(daemon.vaults.damaged, vault)
+                    expected = {rid: rev for rid, rev in eligible.items() if damaged.get(rid) != rev}
                 sync = p.IndexSync(
                     vault=vault.id,
                     epoch=job.epoch or 0,
-                    upserts=await daemon.db(daemon.vaults.index_records, vault, batch),
+                    upserts=upserts,
                     deletes=deletes if number == 0 else [],
                     final=final,
                     fresh=have is None and number == 0,
-                    expected=eligible if final else {},
+                    expected=expected,
                 )
                 try:
                     reply = await job.call(index, sync)

@@ -81,7 +81,7 @@ class Retrieval:
                 space_key=space_key,
                 query_vector=vector,
             )
-            hits = await self._query(job, vault, query)
+            hits = await self._query(job, vault, query, conn)
             return p.SearchReport(mode=mode, match_mode=request.match_mode, results=_labelled(hits))
 
         return await daemon.jobs.run(job, work)
@@ -106,7 +106,7 @@ class Retrieval:
                     cards_only=False,
                     no_rerank=True,
                 )
-                hits = await self._query(job, vault, query)
+                hits = await self._query(job, vault, query, conn)
                 records = _group(hits, request.limit)
                 if len(records) == request.limit or len(hits) < depth or depth >= MAX_CHUNKS:
                     return p.MemorySearchReport(results=records)
@@ -153,13 +153,22 @@ class Retrieval:
         conn.attach(job)
         return vault, job
 
-    async def _query(self, job: Job, vault: VaultRow, query: p.IndexQuery) -> list[p.SearchHit]:
-        """Run one query at the job's epoch in the index worker (cache synced first); keep hits of eligible records."""
+    async def _query(self, job: Job, vault: VaultRow, query: p.IndexQuery, conn: Connection) -> list[p.SearchHit]:
+        """Run one query at the job's epoch in the index worker (cache synced first); keep hits of eligible records.
+        Damaged records (failed authentication) are left out, with a warning naming each."""
         body = msgspec.structs.replace(query, epoch=job.epoch or 0)
         reply = await self._daemon.cache_sync.call(job, vault, body)
         assert isinstance(reply, p.IndexHits)
         # Defence in depth: the worker only ever held eligible records, but check against the catalog right now.
         eligible = await self._daemon.db(self._daemon.vaults.eligible, vault)
+        damaged = await self._daemon.db(self._daemon.vaults.damaged, vault)
+        for record_id, revision in sorted(damaged.items()):
+            warning = (
+                f"record {record_id} revision {revision} failed authentication and is left out of the results "
+                f"(`memory delete {vault.name} {record_id}` removes it)"
+            )
+            if warning not in conn.warnings:
+                conn.warnings.append(warning)
         return [hit for hit in reply.hits if eligible.get(hit.asset_id) == hit.revision]
 
     async def _default_mode(self, job: Job, vault: VaultRow, conn: Connection) -> p.SearchMode:

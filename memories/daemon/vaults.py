@@ -4,6 +4,11 @@ The catalog holds, per vault and only while unlocked, the latest header (kind, s
 every record. It decides retrieval eligibility (R-01, R-02) in the supervisor: only a record of kind ``memory``
 or ``card`` with sensitivity ``general`` is ever turned into an :class:`~memories.protocol.IndexRecord` for a
 worker. Reads of a record always decrypt from the store, so tampering is caught on every read.
+
+A record whose latest header or body fails authentication is *damaged*: it is kept out of the catalog's eligible
+set (so searches leave it out and warn about it, :meth:`Vaults.damaged`), marked in listings, and every read of
+it is ``integrity_error`` naming the vault, record and revision in ``details``; deleting it works. One bad
+record never makes the rest of a vault unreadable or unsearchable.
 """
 
 from __future__ import annotations
@@ -74,10 +79,12 @@ class Vaults:
         self._store = store
         self._keys = keyring
         self._catalog: dict[str, dict[str, CatalogEntry]] = {}
+        self._damaged: dict[str, dict[str, int]] = {}
 
     def forget(self) -> None:
-        """Drop every decrypted header (on lock)."""
+        """Drop every decrypted header, and what is known of damaged records (on lock)."""
         self._catalog.clear()
+        self._damaged.clear()
 
     # -- vaults --------------------------------------------------------------------------------------------
 
@@ -207,40 +214,69 @@ class Vaults:
         self._store.delete_record(vault.id, record_id)
         self._store.checkpoint()
         self.catalog(vault).pop(record_id, None)
+        self._damaged_in(vault).pop(record_id, None)
 
     def summaries(self, vault: VaultRow, kind: RecordKind | None) -> list[RecordSummary]:
-        """Listing rows (never a body)."""
-        return [
-            RecordSummary(record_id, e.revision, e.header.kind, e.header.sensitivity, e.header.title)
-            for record_id, e in self.catalog(vault).items()
-            if kind is None or e.header.kind == kind
+        """Listing rows (never a body). Damaged records are always listed, marked ``damaged``; one whose header
+        cannot be read has no kind, sensitivity or title."""
+        catalog, damaged = self.catalog(vault), self.damaged(vault)
+        rows = [
+            RecordSummary(
+                record_id, e.revision, e.header.kind, e.header.sensitivity, e.header.title, record_id in damaged
+            )
+            for record_id, e in catalog.items()
+            if kind is None or e.header.kind == kind or record_id in damaged
         ]
+        unreadable = [(rid, revision) for rid, revision in damaged.items() if rid not in catalog]
+        return rows + [RecordSummary(rid, revision, None, None, None, True) for rid, revision in unreadable]
 
     def catalog(self, vault: VaultRow) -> dict[str, CatalogEntry]:
-        """Latest decrypted header of every live record, loaded once per unlock and kept current."""
+        """Latest decrypted header of every live record whose header authenticates, loaded once per unlock and
+        kept current (the others are :meth:`damaged`)."""
         entries = self._catalog.get(vault.id)
         if entries is None:
             key = self._keys.vault_key(vault)
-            entries = {
-                row.id: CatalogEntry(row.revision, _open_header(key, vault.id, row.id, row.revision, row.header))
-                for row in self._store.latest_headers(vault.id)
-            }
+            damaged = self._damaged_in(vault)
+            entries = {}
+            for row in self._store.latest_headers(vault.id):
+                try:
+                    header = _open_header(key, vault, row.id, row.revision, row.header)
+                except MemoriesError:
+                    damaged[row.id] = row.revision
+                    continue
+                entries[row.id] = CatalogEntry(row.revision, header)
             self._catalog[vault.id] = entries
         return entries
 
+    def damaged(self, vault: VaultRow) -> dict[str, int]:
+        """Record id -> latest revision of every record found damaged since unlock: its header failed
+        authentication when the catalog was loaded, or its header or body when it was decrypted for the index."""
+        self.catalog(vault)
+        return dict(self._damaged_in(vault))
+
     def eligible(self, vault: VaultRow) -> dict[str, int]:
-        """Record id -> latest revision of every retrieval-eligible record."""
-        return {rid: e.revision for rid, e in self.catalog(vault).items() if is_eligible(e.header)}
+        """Record id -> latest revision of every retrieval-eligible record that is not damaged."""
+        damaged = self.damaged(vault)
+        return {
+            rid: e.revision
+            for rid, e in self.catalog(vault).items()
+            if is_eligible(e.header) and damaged.get(rid) != e.revision
+        }
 
     def index_records(self, vault: VaultRow, record_ids: list[str]) -> list[IndexRecord]:
-        """Decrypt the latest revision of eligible records for ``workers.index``; ineligible ids are skipped."""
+        """Decrypt the latest revision of eligible records for ``workers.index``; ineligible ids are skipped, and
+        records that fail authentication are skipped and remembered as :meth:`damaged`."""
         key = self._keys.vault_key(vault)
         records = []
         for record_id, (revision, header_blob, body_blob) in self._store.bodies(vault.id, record_ids).items():
-            header = _open_header(key, vault.id, record_id, revision, header_blob)
-            if not is_eligible(header):
+            try:
+                header = _open_header(key, vault, record_id, revision, header_blob)
+                if not is_eligible(header):
+                    continue
+                body = _open_field(key, vault, record_id, revision, "body", body_blob)
+            except MemoriesError:
+                self._damaged_in(vault)[record_id] = revision
                 continue
-            body = crypto.open_sealed(key, body_blob, crypto.record_aad(vault.id, record_id, revision, "body"))
             records.append(
                 IndexRecord(
                     id=record_id,
@@ -267,9 +303,12 @@ class Vaults:
         row = self._store.revision(vault.id, record_id, revision)
         if row is None:
             raise _not_found(record_id, revision)
-        header = _open_header(key, vault.id, record_id, row.revision, row.header)
-        body = crypto.open_sealed(key, row.body, crypto.record_aad(vault.id, record_id, row.revision, "body"))
+        header = _open_header(key, vault, record_id, row.revision, row.header)
+        body = _open_field(key, vault, record_id, row.revision, "body", row.body)
         return header, body.decode("utf-8"), row
+
+    def _damaged_in(self, vault: VaultRow) -> dict[str, int]:
+        return self._damaged.setdefault(vault.id, {})
 
     def _write(
         self, vault: VaultRow, key: bytes, record_id: str, revision: int, header: RecordHeader, body: str
@@ -280,6 +319,7 @@ class Vaults:
         sealed_body = crypto.seal(key, body.encode("utf-8"), crypto.record_aad(vault.id, record_id, revision, "body"))
         self._store.add_revision(vault.id, record_id, revision, time.time(), sealed_header, sealed_body)
         self.catalog(vault)[record_id] = CatalogEntry(revision, header)
+        self._damaged_in(vault).pop(record_id, None)
 
 
 def decode_body(body: bytes) -> str:
@@ -319,9 +359,33 @@ def _check_meta(meta: dict[str, str]) -> dict[str, str]:
     return dict(meta)
 
 
-def _open_header(key: bytes, vault_id: str, record_id: str, revision: int, blob: bytes) -> RecordHeader:
-    plain = crypto.open_sealed(key, blob, crypto.record_aad(vault_id, record_id, revision, "header"))
-    return msgspec.msgpack.decode(plain, type=RecordHeader)
+def _open_header(key: bytes, vault: VaultRow, record_id: str, revision: int, blob: bytes) -> RecordHeader:
+    plain = _open_field(key, vault, record_id, revision, "header", blob)
+    try:
+        return msgspec.msgpack.decode(plain, type=RecordHeader)
+    except msgspec.DecodeError:  # authentic but unreadable: written by a newer release
+        raise _damaged_error(vault, record_id, revision, "header", "cannot be decoded") from None
+
+
+def _open_field(key: bytes, vault: VaultRow, record_id: str, revision: int, field: str, blob: bytes) -> bytes:
+    """Decrypt one field of one revision.
+
+    Raises:
+        MemoriesError: ``integrity_error`` with ``details`` ``{"vault", "id", "revision", "field"}``.
+    """
+    try:
+        return crypto.open_sealed(key, blob, crypto.record_aad(vault.id, record_id, revision, field))
+    except MemoriesError:
+        raise _damaged_error(vault, record_id, revision, field, "failed authentication") from None
+
+
+def _damaged_error(vault: VaultRow, record_id: str, revision: int, field: str, what: str) -> MemoriesError:
+    return MemoriesError(
+        "integrity_error",
+        f"the {field} of record {record_id} revision {revision} in vault {vault.name!r} {what}; it was changed, "
+        f"moved or corrupted (`memory delete {vault.name} {record_id}` removes it)",
+        {"vault": vault.name, "id": record_id, "revision": revision, "field": field},
+    )
 
 
 def _not_found(record_id: str, revision: int | None) -> MemoriesError:
