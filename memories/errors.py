@@ -25,6 +25,7 @@ CODES: dict[str, str] = {
     "protocol_mismatch": "Client and daemon speak different protocol versions; restart the daemon.",
     "protocol_error": "A message could not be decoded or was too large.",
     "internal_error": "An unexpected failure inside the daemon; its log has the details.",
+    "restart_needed": "The daemon and its workers come from different installs (an upgrade); restart the daemon.",
     "usage_error": "The command line is malformed (click's usage errors; exit status 2).",
     # Keys
     "not_initialized": "The home has no key hierarchy yet; run `memories init`.",

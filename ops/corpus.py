@@ -18,8 +18,8 @@ import re
 from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 
-from memories.protocol import IndexRecord
 from memories.rag.notes import first_heading, front_matter_tags
+from memories.worker_protocol import IndexRecord
 
 CORPUS = Path(__file__).resolve().parents[1] / "tests" / "corpus"
 """The sample notes; ``tests/corpus/SOURCES.md`` gives their sources and licences."""

@@ -3,14 +3,14 @@ pipeline over them (:mod:`memories.rag.pipeline`).
 
 At most two vaults are cached (R-21); touching a third evicts the least recently used. Nothing is written to
 disk (R-20): the FTS5 database is ``:memory:`` and the supervisor restarts this process on lock. Every query
-names the epoch it expects; a cache at another epoch answers :class:`~memories.protocol.IndexStale`.
+names the epoch it expects; a cache at another epoch answers :class:`~memories.worker_protocol.IndexStale`.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 
-from memories import protocol as p
+from memories import worker_protocol as w
 from memories.errors import MemoriesError
 from memories.limits import MAX_CACHED_VAULTS
 from memories.rag.analysis import analyze_query
@@ -31,20 +31,20 @@ def _touch(vault_id: str, *, create: bool) -> VaultCache | None:
     return cache
 
 
-def _stale(cache: VaultCache | None, epoch: int) -> p.IndexStale | None:
+def _stale(cache: VaultCache | None, epoch: int) -> w.IndexStale | None:
     if cache is not None and cache.epoch == epoch:
         return None
-    return p.IndexStale(have=cache.index.have() if cache is not None else None)
+    return w.IndexStale(have=cache.index.have() if cache is not None else None)
 
 
-def sync(request: p.IndexSync, ctx: Context) -> p.IndexSynced | p.IndexStale:
+def sync(request: w.IndexSync, ctx: Context) -> w.IndexSynced | w.IndexStale:
     """Apply one sync batch. A ``fresh`` batch starts a cache, unless one appeared meanwhile (another job built
     it): then, as for a delta whose cache was evicted, the answer is :class:`IndexStale` and the supervisor computes
     the delta again. The ``final`` batch drops records not ``expected`` and stamps the epoch only if the cache
     then holds exactly the expected revisions."""
     cache = _caches.get(request.vault)
     if (cache is None) != request.fresh:
-        return p.IndexStale(have=cache.index.have() if cache is not None else None)
+        return w.IndexStale(have=cache.index.have() if cache is not None else None)
     cache = _touch(request.vault, create=True)
     assert cache is not None
     try:
@@ -59,17 +59,17 @@ def sync(request: p.IndexSync, ctx: Context) -> p.IndexSynced | p.IndexStale:
         if extra:
             cache.apply([], extra)
         if cache.index.have() != request.expected:
-            return p.IndexStale(have=cache.index.have())
+            return w.IndexStale(have=cache.index.have())
         cache.stamp(request.epoch)
-    return p.IndexSynced()
+    return w.IndexSynced()
 
 
-def check_query(request: p.IndexCheckQuery, ctx: Context) -> p.QueryChecked:
+def check_query(request: w.IndexCheckQuery, ctx: Context) -> w.QueryChecked:
     """Raises ``query_too_long`` or ``too_many_terms``; otherwise the number of distinct terms."""
-    return p.QueryChecked(terms=len(analyze_query(request.query).terms))
+    return w.QueryChecked(terms=len(analyze_query(request.query).terms))
 
 
-def _current(vault: str, epoch: int) -> VaultCache | p.IndexStale:
+def _current(vault: str, epoch: int) -> VaultCache | w.IndexStale:
     """The vault's cache if it is at ``epoch`` (and now the most recently used), else the stale answer."""
     cache = _touch(vault, create=False)
     stale = _stale(cache, epoch)
@@ -79,33 +79,36 @@ def _current(vault: str, epoch: int) -> VaultCache | p.IndexStale:
     return cache
 
 
-def query(request: p.IndexQuery, ctx: Context) -> p.IndexHits | p.IndexStale:
+def query(request: w.IndexQuery, ctx: Context) -> w.IndexHits | w.IndexStale:
     cache = _current(request.vault, request.epoch)
-    return cache if isinstance(cache, p.IndexStale) else p.IndexHits(hits=cache.search(request))
+    return cache if isinstance(cache, w.IndexStale) else w.IndexHits(hits=cache.search(request))
 
 
-def missing(request: p.IndexMissing, ctx: Context) -> p.MissingInputs | p.IndexStale:
+def missing(request: w.IndexMissing, ctx: Context) -> w.MissingInputs | w.IndexStale:
     cache = _current(request.vault, request.epoch)
-    return cache if isinstance(cache, p.IndexStale) else cache.missing(request.space_key, request.limit)
+    return cache if isinstance(cache, w.IndexStale) else cache.missing(request.space_key, request.limit)
 
 
-def store_vectors(request: p.IndexStoreVectors, ctx: Context) -> p.VectorsStored | p.IndexStale:
+def store_vectors(request: w.IndexStoreVectors, ctx: Context) -> w.VectorsStored | w.IndexStale:
     """Vectors are content-addressed: stored whatever the epoch. If the vault left the cache (R-21 allows two),
     its vectors went with it: :class:`IndexStale` tells the supervisor to rebuild before going on."""
     cache = _touch(request.vault, create=False)
     if cache is None:
-        return p.IndexStale(have=None)
-    return p.VectorsStored(
+        return w.IndexStale(have=None)
+    return w.VectorsStored(
         stored=cache.store_vectors(request.space_key, request.keys, request.vectors, request.dimension)
     )
 
 
-def status(request: p.IndexStatus, ctx: Context) -> p.IndexState | p.IndexStale:
+def at_epoch(request: w.IndexAtEpoch, ctx: Context) -> w.IndexSynced | w.IndexStale:
+    """Whether the vault's cache is at the asked epoch (without touching its place in the LRU order)."""
+    return _stale(_caches.get(request.vault), request.epoch) or w.IndexSynced()
+
+
+def status(request: w.IndexStatus, ctx: Context) -> w.IndexState:
     cache = _caches.get(request.vault)
-    if request.epoch is not None and (stale := _stale(cache, request.epoch)) is not None:
-        return stale
     if cache is None:
-        return p.IndexState(
+        return w.IndexState(
             cached=False, records=0, chunks=0, text_bytes=0, last_build=None, embedded=0, missing=0, vector_bytes=0
         )
     return cache.state(request.space_key)
@@ -115,11 +118,12 @@ if __name__ == "__main__":
     run_worker(
         "index",
         {
-            p.IndexSync: sync,
-            p.IndexCheckQuery: check_query,
-            p.IndexQuery: query,
-            p.IndexMissing: missing,
-            p.IndexStoreVectors: store_vectors,
-            p.IndexStatus: status,
+            w.IndexSync: sync,
+            w.IndexCheckQuery: check_query,
+            w.IndexQuery: query,
+            w.IndexMissing: missing,
+            w.IndexStoreVectors: store_vectors,
+            w.IndexStatus: status,
+            w.IndexAtEpoch: at_epoch,
         },
     )

@@ -1,11 +1,11 @@
 """The loop every worker process runs: typed frames on dedicated pipes, one request at a time.
 
 A worker is started by the supervisor as ``python -m workers.<name> IN_FD OUT_FD``: it reads
-:class:`~memories.protocol.WorkerInbound` frames from ``IN_FD`` and writes
-:class:`~memories.protocol.WorkerOutbound` frames to ``OUT_FD`` (never stdout, where a stray print from a library
+:class:`~memories.worker_protocol.WorkerInbound` frames from ``IN_FD`` and writes
+:class:`~memories.worker_protocol.WorkerOutbound` frames to ``OUT_FD`` (never stdout, where a stray print from a library
 would corrupt the stream; stdout and stderr go to the daemon log).
 
-A reader thread owns ``IN_FD``: calls go to a queue, :class:`~memories.protocol.WorkerCancel` marks a request as
+A reader thread owns ``IN_FD``: calls go to a queue, :class:`~memories.worker_protocol.WorkerCancel` marks a request as
 cancelled for the handler's next :meth:`Context.check_cancelled`, and end of stream — the supervisor is gone, for
 whatever reason, even while a handler is busy — ends the process at once with ``os._exit``. (Linux's
 ``PR_SET_PDEATHSIG`` is not used: it fires when the parent *thread* exits, and trio starts children from a
@@ -29,7 +29,7 @@ from typing import Any
 
 import msgspec
 
-from memories import protocol as p
+from memories import worker_protocol as w
 from memories.errors import MemoriesError
 from memories.framing import read_frame_fd, write_frame_fd
 from memories.hardening import harden_process
@@ -48,7 +48,7 @@ class Context:
 
     def progress(self, done: int, total: int | None, unit: str) -> None:
         """Send a progress event for this request."""
-        self._worker.send(p.WorkerProgress(id=self.request_id, done=done, total=total, unit=unit))
+        self._worker.send(w.WorkerProgress(id=self.request_id, done=done, total=total, unit=unit))
 
     def cancelled(self) -> bool:
         return self.request_id in self._worker.cancelled
@@ -65,7 +65,7 @@ class _Worker:
         self.in_fd = in_fd
         self.out_fd = out_fd
         self.handlers = handlers
-        self.calls: queue.SimpleQueue[p.WorkerCall] = queue.SimpleQueue()
+        self.calls: queue.SimpleQueue[w.WorkerCall] = queue.SimpleQueue()
         self.pending: set[int] = set()  # ids queued or running: a cancel for any other id is ignored
         self.cancelled: set[int] = set()
         self._write_lock = threading.Lock()
@@ -73,7 +73,7 @@ class _Worker:
         hooks = load_hooks()
         self.delays = hooks.step_delay_seconds if hooks else {}
 
-    def send(self, message: p.WorkerOutbound) -> None:
+    def send(self, message: w.WorkerOutbound | w.WorkerHello) -> None:
         payload = self._encoder.encode(message)
         with self._write_lock:
             try:
@@ -83,11 +83,11 @@ class _Worker:
                 os._exit(0)
 
     def read_forever(self) -> None:
-        decoder = msgspec.msgpack.Decoder(p.WorkerInbound)
+        decoder = msgspec.msgpack.Decoder(w.WorkerInbound)
         try:
             while (frame := read_frame_fd(self.in_fd)) is not None:
                 message = decoder.decode(frame)
-                if isinstance(message, p.WorkerCancel):
+                if isinstance(message, w.WorkerCancel):
                     if message.id in self.pending:
                         self.cancelled.add(message.id)
                 else:
@@ -99,18 +99,18 @@ class _Worker:
 
     def serve(self) -> None:
         threading.Thread(target=self.read_forever, name="reader", daemon=True).start()
-        self.send(p.WorkerHello(name=self.name))
+        self.send(w.WorkerHello(name=self.name, protocol=w.WORKER_PROTOCOL_VERSION, install=w.INSTALL))
         while True:
             call = self.calls.get()
             if call.id in self.cancelled:  # cancelled while it waited in the queue: never started
-                reply: p.WorkerOutbound = p.WorkerFailure(id=call.id, code="cancelled", message="cancelled")
+                reply: w.WorkerOutbound = w.WorkerFailure(id=call.id, code="cancelled", message="cancelled")
             else:
                 reply = self._handle(call)
             self.send(reply)
             self.pending.discard(call.id)
             self.cancelled.discard(call.id)
 
-    def _handle(self, call: p.WorkerCall) -> p.WorkerOutbound:
+    def _handle(self, call: w.WorkerCall) -> w.WorkerOutbound:
         kind = type(call.body).__name__
         delay = self.delays.get(kind)
         if delay:
@@ -119,12 +119,12 @@ class _Worker:
         try:
             if handler is None:
                 raise MemoriesError("protocol_error", f"worker {self.name} does not handle {kind}")
-            return p.WorkerResult(id=call.id, body=handler(call.body, Context(self, call.id)))
+            return w.WorkerResult(id=call.id, body=handler(call.body, Context(self, call.id)))
         except MemoriesError as exc:
-            return p.WorkerFailure(id=call.id, code=exc.code, message=exc.message, details=exc.details)
+            return w.WorkerFailure(id=call.id, code=exc.code, message=exc.message, details=exc.details)
         except Exception as exc:
             log_failure(logging.getLogger(self.name), f"request {call.id} ({kind}) failed", exc)
-            return p.WorkerFailure(
+            return w.WorkerFailure(
                 id=call.id, code="internal_error", message=f"{self.name} worker failed: {type(exc).__name__}"
             )
 

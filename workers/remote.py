@@ -8,32 +8,28 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import msgspec
-
-from memories import protocol as p
-from memories.config import HttpConfig
+from memories import worker_protocol as w
 from memories.models.install import InstallProgress, install_model
-from memories.models.manifest import Manifest
 from workers.loop import Context, run_worker
 
 
-def download_model(request: p.DownloadModel, ctx: Context) -> p.ModelInstalled:
+def download_model(request: w.DownloadModel, ctx: Context) -> w.ModelInstalled:
     """Install the manifest's files into ``dest_dir`` with progress in bytes."""
 
     def progress(event: InstallProgress) -> None:
         ctx.progress(event.bytes_done, event.bytes_total, "bytes")
 
     report = install_model(
-        msgspec.json.decode(request.manifest, type=Manifest),
+        request.manifest,
         Path(request.dest_dir),
         base_url=request.base_url,
         from_dir=Path(request.from_dir) if request.from_dir else None,
-        http_config=msgspec.json.decode(request.http, type=HttpConfig),
+        http_config=request.http,
         progress=progress,
         cancelled=ctx.cancelled,
     )
-    return p.ModelInstalled(files=[p.InstalledFile(f.path, f.action, f.size, f.transferred) for f in report.files])
+    return w.ModelInstalled(files=report.files)
 
 
 if __name__ == "__main__":
-    run_worker("remote", {p.DownloadModel: download_model})
+    run_worker("remote", {w.DownloadModel: download_model})

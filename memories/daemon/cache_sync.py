@@ -1,7 +1,7 @@
 """Keeping the index worker's cache of a vault at the state a job started from (R-19, R-44).
 
 The index worker keeps one cache per vault, stamped with the vault's epoch. Every query names the epoch its job
-started from; a cache at another epoch answers :class:`~memories.protocol.IndexStale` with the record revisions
+started from; a cache at another epoch answers :class:`~memories.worker_protocol.IndexStale` with the record revisions
 it holds, and :class:`CacheSync` sends only the difference (records added or revised, records deleted or no
 longer eligible), decrypted in batches of :data:`SYNC_BATCH` records — the supervisor alone decides eligibility
 (R-01, R-02), so private records, credentials and files never reach a worker. The final batch carries every
@@ -13,14 +13,16 @@ an ineligible record behind. Then the query runs again.
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
-from memories import protocol as p
-from memories.daemon.jobs import Job, StaleEpoch
+from memories import worker_protocol as w
+from memories.daemon.jobs import StaleEpoch, VaultJob
 from memories.errors import MemoriesError
 from memories.store import VaultRow
+
+R = TypeVar("R")
 
 if TYPE_CHECKING:
     from memories.daemon.supervisor import Daemon
@@ -44,9 +46,7 @@ class CacheSync:
         """Why the vault's last sync failed with ``vault_too_large``, if it did (for ``rag status``)."""
         return self._too_large.get(vault.id)
 
-    async def call(
-        self, job: Job, vault: VaultRow, body: p.IndexQuery | p.IndexMissing | p.IndexStatus
-    ) -> p.WorkerReplyBody:
+    async def call(self, job: VaultJob, vault: VaultRow, body: w.WorkerRequest[R | w.IndexStale]) -> R:
         """Ask the index worker; when its cache is stale, bring it to the job's epoch and ask again.
 
         Raises:
@@ -55,12 +55,12 @@ class CacheSync:
         """
         for _ in range(SYNC_ATTEMPTS):
             reply = await job.call(self._daemon.workers["index"], body)
-            if not isinstance(reply, p.IndexStale):
+            if not isinstance(reply, w.IndexStale):
                 return reply
             await self._sync(job, vault, reply.have)
         raise MemoriesError("vault_changed", "the index kept falling behind the vault; try again")
 
-    async def refresh(self, job: Job, vault: VaultRow) -> None:
+    async def refresh(self, job: VaultJob, vault: VaultRow) -> None:
         """Bring the cache up to date now (after an ingest), so the next search is fast and a vault over the R-21
         limits is reported at once. The job adopts the vault's current epoch first (its own writes); a change by
         someone else meanwhile is left to the next search.
@@ -70,9 +70,9 @@ class CacheSync:
         """
         job.adopt_current_epoch()
         with contextlib.suppress(StaleEpoch):
-            await self.call(job, vault, p.IndexStatus(vault=vault.id, epoch=job.epoch))
+            await self.call(job, vault, w.IndexAtEpoch(vault=vault.id, epoch=job.epoch))
 
-    async def _sync(self, job: Job, vault: VaultRow, have: dict[str, int] | None) -> None:
+    async def _sync(self, job: VaultJob, vault: VaultRow, have: dict[str, int] | None) -> None:
         daemon = self._daemon
         index = daemon.workers["index"]
         async with self._locks.setdefault(vault.id, trio.Lock()):
@@ -88,9 +88,9 @@ class CacheSync:
                 if final:  # without the records found damaged while decrypting (they are left out, R-44 holds)
                     damaged = await daemon.db(daemon.vaults.damaged, vault)
                     expected = {rid: rev for rid, rev in eligible.items() if damaged.get(rid) != rev}
-                sync = p.IndexSync(
+                sync = w.IndexSync(
                     vault=vault.id,
-                    epoch=job.epoch or 0,
+                    epoch=job.epoch,
                     upserts=upserts,
                     deletes=deletes if number == 0 else [],
                     final=final,
@@ -103,6 +103,6 @@ class CacheSync:
                     if exc.code == "vault_too_large":
                         self._too_large[vault.id] = exc.message
                     raise
-                if isinstance(reply, p.IndexStale):
+                if isinstance(reply, w.IndexStale):
                     return  # the cache was evicted or rebuilt meanwhile: the caller asks again and starts over
             self._too_large.pop(vault.id, None)

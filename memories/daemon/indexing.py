@@ -15,7 +15,8 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from memories import protocol as p
-from memories.daemon.jobs import Job, StaleEpoch
+from memories import worker_protocol as w
+from memories.daemon.jobs import StaleEpoch, VaultJob
 from memories.daemon.server import Connection
 from memories.errors import MemoriesError
 from memories.store import VaultRow
@@ -46,14 +47,14 @@ class Indexing:
         conn.warnings.extend(daemon.models.load_warnings())
         job = daemon.jobs.new_job("index", vault.id)
 
-        async def work(job: Job) -> p.IndexReport:
+        async def work(job: VaultJob) -> p.IndexReport:
             return await self.embed_missing(job, vault, space_key)
 
         if not request.background:
             conn.attach(job)
             return await daemon.jobs.run(job, work)
 
-        async def rounds(job: Job) -> p.IndexReport:
+        async def rounds(job: VaultJob) -> p.IndexReport:
             while True:
                 try:
                     return await work(job)
@@ -66,7 +67,7 @@ class Indexing:
         daemon.spawn(_run_in_background, daemon, job, rounds)
         return p.JobStarted(job_id=job.id)
 
-    async def embed_missing(self, job: Job, vault: VaultRow, space_key: str) -> p.IndexReport:
+    async def embed_missing(self, job: VaultJob, vault: VaultRow, space_key: str) -> p.IndexReport:
         """Embed every chunk of ``vault`` without a vector in ``space_key``, one batch per step.
 
         ``embedded_now`` counts the vectors the index worker stored new during this call; ``reused`` those it
@@ -82,13 +83,12 @@ class Indexing:
         batches = 0
         try:
             while True:
-                ask = p.IndexMissing(vault=vault.id, epoch=job.epoch or 0, space_key=space_key, limit=batch_size)
+                ask = w.IndexMissing(vault=vault.id, epoch=job.epoch, space_key=space_key, limit=batch_size)
                 try:
                     missing = await daemon.cache_sync.call(job, vault, ask)
                 except StaleEpoch:  # an edit during a long run: vectors are content-addressed, so go on
                     job.adopt_current_epoch()
                     continue
-                assert isinstance(missing, p.MissingInputs)
                 if batches == 0:
                     counts["reused"] = missing.embedded
                 counts["missing"] = missing.total_missing
@@ -100,7 +100,7 @@ class Indexing:
                     raise MemoriesError("budget_exceeded", "cut by the cut_after_batches test hook")
                 job.check_budget()
                 vectors = await daemon.models.embed_documents(job, missing.inputs)
-                store = p.IndexStoreVectors(
+                store = w.IndexStoreVectors(
                     vault=vault.id,
                     space_key=space_key,
                     keys=missing.keys,
@@ -109,7 +109,7 @@ class Indexing:
                 )
                 stored = await job.call(daemon.workers["index"], store, budget=False, epoch=False)
                 batches += 1
-                if isinstance(stored, p.VectorsStored):  # else the vault left the cache: the next ask rebuilds
+                if isinstance(stored, w.VectorsStored):  # else the vault left the cache: the next ask rebuilds
                     counts["embedded_now"] += stored.stored
         except MemoriesError as exc:
             if exc.code == "budget_exceeded":
@@ -117,7 +117,7 @@ class Indexing:
             raise
 
 
-def _over_budget(job: Job, counts: dict[str, int]) -> MemoriesError:
+def _over_budget(job: VaultJob, counts: dict[str, int]) -> MemoriesError:
     return MemoriesError(
         "budget_exceeded",
         f"stopped at the budget of {job.budget:g} s with {counts['reused'] + counts['embedded_now']} chunks "
@@ -126,7 +126,9 @@ def _over_budget(job: Job, counts: dict[str, int]) -> MemoriesError:
     )
 
 
-async def _run_in_background(daemon: Daemon, job: Job, work: Callable[[Job], Awaitable[p.IndexReport]]) -> None:
+async def _run_in_background(
+    daemon: Daemon, job: VaultJob, work: Callable[[VaultJob], Awaitable[p.IndexReport]]
+) -> None:
     """Run a background job; its outcome is visible in ``memories jobs`` and never raised into the daemon."""
     try:
         await daemon.jobs.run(job, work)

@@ -29,12 +29,15 @@ from typing import Any, TypeVar
 import trio
 
 from memories import protocol as p
+from memories import worker_protocol as w
 from memories.daemon.workers import WorkerHandle
 from memories.errors import MemoriesError
 
 log = logging.getLogger("memories.jobs")
 
 T = TypeVar("T")
+R = TypeVar("R")
+J = TypeVar("J", bound="Job")
 
 STEP_GRACE = 30.0
 """Seconds a step already in flight may run past the budget before the cancel scope cuts it."""
@@ -78,7 +81,7 @@ class Epochs:
 class Job:
     """One job. ``vault_id`` is ``None`` for jobs that touch no vault (model install)."""
 
-    def __init__(self, job_id: int, kind: str, vault_id: str | None, epochs: Epochs, budget: float | None) -> None:
+    def __init__(self, job_id: int, kind: str, vault_id: str | None, budget: float | None) -> None:
         self.id = job_id
         self.kind = kind
         self.vault_id = vault_id
@@ -88,14 +91,12 @@ class Job:
         self.unit: str | None = None
         self.error: p.ErrorInfo | None = None
         self.budget = budget
-        self.epoch: int | None = None
         self.deadline: float | None = None
         self.scope = trio.CancelScope()
         self.cancel_code: str | None = None
         self.listeners: list[Callable[[p.Progress], None]] = []
         self.interrupted_step: WorkerHandle | None = None
         self._last_event = -math.inf
-        self._epochs = epochs
 
     def info(self) -> p.JobInfo:
         """The job as ``memories jobs`` shows it."""
@@ -111,17 +112,10 @@ class Job:
         )
 
     def start_round(self) -> None:
-        """Capture the vault epoch and a fresh budget (a background job runs several rounds)."""
-        if self.vault_id is not None:
-            self.epoch = self._epochs.get(self.vault_id)
+        """A fresh budget (a background job runs several rounds)."""
         if self.budget is not None:
             self.deadline = trio.current_time() + self.budget
             self.scope.deadline = self.deadline + STEP_GRACE
-
-    def adopt_current_epoch(self) -> None:
-        """Take the vault's current epoch as the job's own (after the job's own writes, such as an ingest's)."""
-        if self.vault_id is not None:
-            self.epoch = self._epochs.get(self.vault_id)
 
     def cancel(self, code: str) -> None:
         """Cancel the job's scope; ``code`` (``cancelled``, ``vault_locked``) becomes its error. Idempotent."""
@@ -142,8 +136,8 @@ class Job:
             listener(event)
 
     def stale(self) -> bool:
-        """The job's vault has changed since the job captured its epoch."""
-        return self.vault_id is not None and self.epoch != self._epochs.get(self.vault_id)
+        """The job's vault has changed since the job captured its epoch (never, for a job without a vault)."""
+        return False
 
     def check_budget(self, details: dict[str, Any] | None = None) -> None:
         """Raises ``budget_exceeded`` once the round's deadline has passed."""
@@ -157,12 +151,12 @@ class Job:
     async def call(
         self,
         worker: WorkerHandle,
-        body: p.WorkerRequest,
+        body: w.WorkerRequest[R],
         *,
         budget: bool = True,
         epoch: bool = True,
-        on_progress: Callable[[p.WorkerProgress], None] | None = None,
-    ) -> p.WorkerReplyBody:
+        on_progress: Callable[[w.WorkerProgress], None] | None = None,
+    ) -> R:
         """One worker step: budget check before it, epoch check on its reply.
 
         Args:
@@ -184,6 +178,28 @@ class Job:
         return reply
 
 
+class VaultJob(Job):
+    """A job on one vault: it works at the vault's epoch captured when a round starts."""
+
+    def __init__(self, job_id: int, kind: str, vault_id: str, epochs: Epochs, budget: float | None) -> None:
+        super().__init__(job_id, kind, vault_id, budget)
+        self.vault_id: str = vault_id
+        self._epochs = epochs
+        self.epoch = epochs.get(vault_id)
+
+    def start_round(self) -> None:
+        """Capture the vault epoch and a fresh budget."""
+        self.epoch = self._epochs.get(self.vault_id)
+        super().start_round()
+
+    def adopt_current_epoch(self) -> None:
+        """Take the vault's current epoch as the job's own (after the job's own writes, such as an ingest's)."""
+        self.epoch = self._epochs.get(self.vault_id)
+
+    def stale(self) -> bool:
+        return self.epoch != self._epochs.get(self.vault_id)
+
+
 class JobManager:
     """The queue: at most :data:`MAX_RUNNING` jobs run at once, the others wait in ``queued``."""
 
@@ -195,12 +211,19 @@ class JobManager:
         self._active: dict[int, Job] = {}
         self._history: deque[Job] = deque(maxlen=HISTORY)
 
-    def new_job(self, kind: str, vault_id: str | None, *, budgeted: bool = True) -> Job:
-        job = Job(next(self._ids), kind, vault_id, self._epochs, self._budget() if budgeted else None)
+    def new_job(self, kind: str, vault_id: str) -> VaultJob:
+        """A budgeted job on one vault."""
+        job = VaultJob(next(self._ids), kind, vault_id, self._epochs, self._budget())
         self._active[job.id] = job
         return job
 
-    async def run(self, job: Job, work: Callable[[Job], Awaitable[T]]) -> T:
+    def new_unbudgeted_job(self, kind: str) -> Job:
+        """A job that touches no vault and has no job budget (model install: each file has its own timeout)."""
+        job = Job(next(self._ids), kind, None, None)
+        self._active[job.id] = job
+        return job
+
+    async def run(self, job: J, work: Callable[[J], Awaitable[T]]) -> T:
         """Run ``work`` as ``job`` to its end; its result, or the job's error raised as MemoriesError."""
         try:
             with job.scope:

@@ -18,8 +18,10 @@ import msgspec
 import trio
 
 from memories import protocol as p
+from memories import worker_protocol as w
 from memories.daemon.jobs import Job
 from memories.daemon.server import Connection
+from memories.daemon.workers import WorkerHandle
 from memories.errors import MemoriesError
 from memories.models.manifest import Manifest, pinned_manifest, read_manifest
 
@@ -39,13 +41,13 @@ class Models:
         rag = daemon.config.rag
         self.user_supplied = rag.local_model_dir is not None
         self.path = Path(rag.local_model_dir or daemon.home.default_model_dir)
-        self._request: p.EmbedLoad | None = None
-        self._loaded: p.ModelLoaded | None = None
+        self._request: w.EmbedLoad | None = None
+        self._loaded: w.ModelLoaded | None = None
         self._fingerprint: _Fingerprint | None = None
         self._unverified = False
 
     @property
-    def _worker(self):  # type: ignore[no-untyped-def]
+    def _worker(self) -> WorkerHandle:
         return self._daemon.workers["embedding"]
 
     def _required(self) -> list[Path]:
@@ -102,58 +104,58 @@ class Models:
         if self._loaded is None:
             verified = not self.user_supplied and await self._verified()
             self._unverified = not self.user_supplied and not verified
-            request = p.EmbedLoad(
+            request = w.EmbedLoad(
                 model_dir=str(self.path),
                 threads=self._daemon.config.rag.local_threads,
                 max_tokens=self._daemon.config.rag.max_tokens,
                 batch_size=self._daemon.config.rag.embed_batch_size,
-                manifest=msgspec.json.encode(self.manifest) if verified else None,
+                manifest=self.manifest if verified else None,
             )
             fingerprint = self._fingerprint_now()
             reply = await self._worker.call(request)
-            assert isinstance(reply, p.ModelLoaded)
             self._request, self._loaded, self._fingerprint = request, reply, fingerprint
         return self._loaded.space_key
 
-    def _model(self) -> p.EmbedLoad:
-        """The load request every embedding call carries, so a restarted worker loads the model by itself."""
-        assert self._request is not None, "space_key() loads the model before any embedding call"
+    def _model(self) -> w.EmbedLoad:
+        """The load request every embedding call carries, so a restarted worker loads the model by itself.
+
+        Raises:
+            RuntimeError: :meth:`space_key` has not loaded the model yet (a bug in the caller).
+        """
+        if self._request is None:
+            raise RuntimeError("space_key() loads the model before any embedding call")
         return self._request
 
     async def embed_query(self, job: Job, query: str) -> bytes:
         """float32[768] bytes of the query vector."""
-        reply = await job.call(self._worker, p.EmbedQuery(query=query, model=self._model()), epoch=False)
-        assert isinstance(reply, p.Vectors)
+        reply = await job.call(self._worker, w.EmbedQuery(query=query, model=self._model()), epoch=False)
         return reply.vectors
 
-    async def embed_documents(self, job: Job, inputs: list[str]) -> p.Vectors:
+    async def embed_documents(self, job: Job, inputs: list[str]) -> w.Vectors:
         """One batch; the caller checked the budget, and the vectors are content-addressed (no epoch check)."""
-        body = p.EmbedBatch(inputs=inputs, model=self._model())
-        reply = await job.call(self._worker, body, budget=False, epoch=False)
-        assert isinstance(reply, p.Vectors)
-        return reply
+        body = w.EmbedBatch(inputs=inputs, model=self._model())
+        return await job.call(self._worker, body, budget=False, epoch=False)
 
     async def install(self, request: p.RagModelInstall, conn: Connection) -> p.InstallReport:
         """``rag model-install``: a job in ``workers.remote``, bounded per file, not by the job budget."""
         daemon = self._daemon
         if request.from_dir is not None and not os.path.isdir(request.from_dir):
             raise MemoriesError("invalid_argument", f"{request.from_dir} is not a folder")
-        job = daemon.jobs.new_job("model-install", None, budgeted=False)
+        job = daemon.jobs.new_unbudgeted_job("model-install")
         conn.attach(job)
-        download = p.DownloadModel(
-            manifest=msgspec.json.encode(self.manifest),
+        download = w.DownloadModel(
+            manifest=self.manifest,
             dest_dir=str(self.path),
             base_url=daemon.config.rag.model_download_base_url,
             from_dir=request.from_dir,
-            http=msgspec.json.encode(daemon.config.rag.http),
+            http=daemon.config.rag.http,
         )
 
         async def work(job: Job) -> p.InstallReport:
-            def on_progress(event: p.WorkerProgress) -> None:
+            def on_progress(event: w.WorkerProgress) -> None:
                 job.progress(event.done, event.total, event.unit)
 
             reply = await job.call(daemon.workers["remote"], download, on_progress=on_progress)
-            assert isinstance(reply, p.ModelInstalled)
             return p.InstallReport(path=str(self.path), files=reply.files)
 
         return await daemon.jobs.run(job, work)

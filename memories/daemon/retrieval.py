@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from memories import protocol as p
-from memories.daemon.jobs import Job
+from memories import worker_protocol as w
+from memories.daemon.jobs import VaultJob
 from memories.daemon.server import Connection
 from memories.errors import MemoriesError
 from memories.limits import MAX_CACHED_VAULTS, MAX_CHUNKS, MAX_TEXT_BYTES, MAX_VECTOR_BYTES, check_result_limit
@@ -54,23 +55,22 @@ class Retrieval:
         daemon = self._daemon
         vault, job = await self._start(request.vault, request.limit, conn)
 
-        async def work(job: Job) -> p.SearchReport:
+        async def work(job: VaultJob) -> p.SearchReport:
             mode = request.mode
             if mode is None:
                 mode = await self._default_mode(job, vault, conn)
             space_key, vector = None, None
             if mode != "bm25":
                 # Check the query before the costly steps: a query over the limits, or one that finds nothing.
-                checked = await job.call(daemon.workers["index"], p.IndexCheckQuery(query=request.query))
-                assert isinstance(checked, p.QueryChecked)
+                checked = await job.call(daemon.workers["index"], w.IndexCheckQuery(query=request.query))
                 if checked.terms == 0:
                     return p.SearchReport(mode=mode, match_mode=request.match_mode, results=[])
                 space_key = await daemon.models.space_key()
                 await daemon.indexing.embed_missing(job, vault, space_key)
                 vector = await daemon.models.embed_query(job, request.query)
-            query = p.IndexQuery(
+            query = w.IndexQuery(
                 vault=vault.id,
-                epoch=0,
+                epoch=job.epoch,
                 query=request.query,
                 mode=mode,
                 match_mode=request.match_mode,
@@ -93,12 +93,12 @@ class Retrieval:
         """
         vault, job = await self._start(request.vault, request.limit, conn)
 
-        async def work(job: Job) -> p.MemorySearchReport:
+        async def work(job: VaultJob) -> p.MemorySearchReport:
             depth = request.limit * MEMORY_SEARCH_CHUNKS_PER_RECORD * 4
             while True:
-                query = p.IndexQuery(
+                query = w.IndexQuery(
                     vault=vault.id,
-                    epoch=0,
+                    epoch=job.epoch,
                     query=request.query,
                     mode="bm25",
                     match_mode="any",
@@ -128,8 +128,7 @@ class Retrieval:
         too_large = daemon.cache_sync.too_large(vault)
         if too_large:
             conn.warnings.append(f"searches fail until records are removed: {too_large}")
-        reply = await daemon.workers["index"].call(p.IndexStatus(vault=vault.id, space_key=model.space_key))
-        assert isinstance(reply, p.IndexState)
+        reply = await daemon.workers["index"].call(w.IndexStatus(vault=vault.id, space_key=model.space_key))
         return p.RagStatusReport(
             vault=vault.id,
             locked=locked,
@@ -145,7 +144,7 @@ class Retrieval:
             vector_bytes=reply.vector_bytes,
         )
 
-    async def _start(self, vault_ref: str, limit: int, conn: Connection) -> tuple[VaultRow, Job]:
+    async def _start(self, vault_ref: str, limit: int, conn: Connection) -> tuple[VaultRow, VaultJob]:
         """Check the limit, resolve the vault and make the search job (attached to the client's connection)."""
         check_result_limit(limit)
         vault = await self._daemon.resolve_unlocked(vault_ref)
@@ -153,12 +152,10 @@ class Retrieval:
         conn.attach(job)
         return vault, job
 
-    async def _query(self, job: Job, vault: VaultRow, query: p.IndexQuery, conn: Connection) -> list[p.SearchHit]:
+    async def _query(self, job: VaultJob, vault: VaultRow, query: w.IndexQuery, conn: Connection) -> list[w.WorkerHit]:
         """Run one query at the job's epoch in the index worker (cache synced first); keep hits of eligible records.
         Damaged records (failed authentication) are left out, with a warning naming each."""
-        body = msgspec.structs.replace(query, epoch=job.epoch or 0)
-        reply = await self._daemon.cache_sync.call(job, vault, body)
-        assert isinstance(reply, p.IndexHits)
+        reply = await self._daemon.cache_sync.call(job, vault, msgspec.structs.replace(query, epoch=job.epoch))
         # Defence in depth: the worker only ever held eligible records, but check against the catalog right now.
         eligible = await self._daemon.db(self._daemon.vaults.eligible, vault)
         damaged = await self._daemon.db(self._daemon.vaults.damaged, vault)
@@ -171,7 +168,7 @@ class Retrieval:
                 conn.warnings.append(warning)
         return [hit for hit in reply.hits if eligible.get(hit.asset_id) == hit.revision]
 
-    async def _default_mode(self, job: Job, vault: VaultRow, conn: Connection) -> p.SearchMode:
+    async def _default_mode(self, job: VaultJob, vault: VaultRow, conn: Connection) -> p.SearchMode:
         """Hybrid when an embedding backend is available and the vault is (nearly) embedded, else bm25."""
         models = self._daemon.models
         if not models.installed():
@@ -181,9 +178,8 @@ class Retrieval:
         except MemoriesError as exc:
             conn.warnings.append(f"searching with bm25: the embedding model does not load ({exc.message})")
             return "bm25"
-        ask = p.IndexMissing(vault=vault.id, epoch=job.epoch or 0, space_key=space_key, limit=0)
+        ask = w.IndexMissing(vault=vault.id, epoch=job.epoch, space_key=space_key, limit=0)
         missing = await self._daemon.cache_sync.call(job, vault, ask)
-        assert isinstance(missing, p.MissingInputs)
         if missing.total_missing > ON_DEMAND_DEFAULT:
             conn.warnings.append(
                 f"searching with bm25: {missing.total_missing} chunks have no vector yet; run "
@@ -193,13 +189,12 @@ class Retrieval:
         return "hybrid"
 
 
-def _labelled(hits: list[p.SearchHit]) -> list[p.SearchHit]:
-    for number, hit in enumerate(hits, 1):
-        hit.label = f"S{number}"
-    return hits
+def _labelled(hits: list[w.WorkerHit]) -> list[p.SearchHit]:
+    """The worker's hits as citations, labelled S1..Sn in rank order."""
+    return [p.SearchHit(label=f"S{number}", **msgspec.structs.asdict(hit)) for number, hit in enumerate(hits, 1)]
 
 
-def _group(hits: list[p.SearchHit], limit: int) -> list[p.RecordHit]:
+def _group(hits: list[w.WorkerHit], limit: int) -> list[p.RecordHit]:
     """Chunk hits grouped by record in rank order: at most ``limit`` records, each with its best chunks."""
     records: dict[str, p.RecordHit] = {}
     for hit in hits:

@@ -31,7 +31,7 @@ from memories.daemon.records import Records
 from memories.daemon.retrieval import Retrieval
 from memories.daemon.server import Connection, serve_socket
 from memories.daemon.vaults import Vaults
-from memories.daemon.workers import WorkerHandle
+from memories.daemon.workers import WorkerHandle, process_spawner
 from memories.errors import MemoriesError
 from memories.models.telemetry import TELEMETRY_ENVIRONMENT
 from memories.paths import Home, ensure_private_dir
@@ -71,9 +71,8 @@ class Daemon:
         self.jobs = JobManager(self.epochs, lambda: self.config.daemon.job_budget_seconds)
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         environments = {"index": env, "embedding": {**env, **TELEMETRY_ENVIRONMENT}, "remote": env}
-        self.workers = {
-            name: WorkerHandle(name, environments[name], log_file, self._count_drop, home.root) for name in WORKER_NAMES
-        }
+        spawn = process_spawner(environments, log_file, home.root)
+        self.workers = {name: WorkerHandle(name, spawn, self._count_drop) for name in WORKER_NAMES}
         self.models = Models(self)
         self.cache_sync = CacheSync(self)
         self.indexing = Indexing(self)
@@ -149,6 +148,11 @@ class Daemon:
                 "(memories daemon stop && memories daemon start)"
             )
         notes.extend(self.models.warnings())
+        notes.extend(
+            f"the {worker.name} worker comes from another install ({worker.refusal}); restart the daemon"
+            for worker in self.workers.values()
+            if worker.refusal is not None
+        )
         return notes
 
     def _count_drop(self) -> None:

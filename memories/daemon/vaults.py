@@ -25,8 +25,9 @@ from memories import crypto
 from memories.daemon.keyring import Keyring
 from memories.errors import MemoriesError
 from memories.limits import MAX_BODY_BYTES, MAX_META_ENTRIES, MAX_META_VALUE_BYTES, MAX_TITLE_BYTES
-from memories.protocol import IndexRecord, RecordKind, RecordSummary, RecordView, Sensitivity
+from memories.protocol import RecordKind, RecordSummary, RecordView, Sensitivity
 from memories.store import RevisionRow, Store, VaultRow
+from memories.worker_protocol import IndexRecord
 
 _META_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 

@@ -1,10 +1,14 @@
 """The supervisor's side of the worker processes: spawn, route replies by request id, detect crashes, restart.
 
-Each :class:`WorkerHandle` keeps one child process (``python -m workers.<name> IN_FD OUT_FD``) alive for the life
-of the daemon. Calls carry a fresh request id; the reply (or failure) is matched by id. A reply whose id is no
-longer pending — its job was cancelled, timed out or locked away — is dropped here and counted, so it can never
-reach a client. When the process dies every pending call fails with ``worker_crashed`` and the process is
-restarted after a backoff (0.1 s doubling to 5 s, reset after 30 s of healthy running).
+Each :class:`WorkerHandle` keeps one worker alive for the life of the daemon; :func:`process_spawner` starts it as
+a child process (``python -m workers.<name> IN_FD OUT_FD``), and the tests swap in an in-process fake worker
+through the same seam. The worker's first frame is its :class:`~memories.worker_protocol.WorkerHello`: a worker
+of another install (another worker protocol or package version) is refused with a log line, and every call to it
+fails with ``restart_needed`` until the daemon is restarted. Calls carry a fresh request id; the reply (or
+failure) is matched by id and checked against the reply types the request declares. A reply whose id is no longer
+pending — its job was cancelled, timed out or locked away — is dropped here and counted, so it can never reach a
+client. When the process dies every pending call fails with ``worker_crashed`` and the process is restarted after
+a backoff (0.1 s doubling to 5 s, reset after 30 s of healthy running).
 """
 
 from __future__ import annotations
@@ -15,23 +19,95 @@ import logging
 import os
 import subprocess
 import sys
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, TypeVar, cast
 
 import msgspec
 import trio
 
 from memories import protocol as p
+from memories import worker_protocol as w
 from memories.errors import MemoriesError
 from memories.framing import MAX_WORKER_FRAME, FrameStream
 
 log = logging.getLogger("memories.workers")
 
-ProgressCallback = Callable[[p.WorkerProgress], None]
+R = TypeVar("R")
+
+ProgressCallback = Callable[[w.WorkerProgress], None]
 
 _BACKOFF_FIRST = 0.1
 _BACKOFF_MAX = 5.0
 _HEALTHY_AFTER = 30.0
+
+
+class Spawned(Protocol):
+    """A started worker as :class:`WorkerHandle` drives it: its frames, and a way to kill it and wait for it."""
+
+    pid: int | None
+    frames: FrameStream
+
+    def kill(self) -> None:
+        """Kill the worker now (a no-op once it has exited)."""
+
+    async def wait(self) -> int:
+        """Wait for the worker to end; its exit status (negative: the signal that killed it)."""
+
+
+Spawn = Callable[[str], Awaitable[Spawned]]
+"""Start the worker of the given name."""
+
+
+class _Process:
+    """A worker child process and the daemon's ends of its two pipes."""
+
+    def __init__(self, process: trio.Process, frames: FrameStream) -> None:
+        self._process = process
+        self.pid: int | None = process.pid
+        self.frames = frames
+
+    def kill(self) -> None:
+        if self._process.returncode is None:
+            self._process.kill()
+
+    async def wait(self) -> int:
+        return await self._process.wait()
+
+
+def process_spawner(environments: dict[str, dict[str, str]], log_file: Any, cwd: str) -> Spawn:
+    """Start workers as ``python -P -m workers.<name> IN_FD OUT_FD`` with only their two pipe ends inherited.
+
+    Args:
+        environments: worker name -> the child's full environment.
+        log_file: an open file the child's stdout and stderr go to.
+        cwd: the child's working folder (the home).
+    """
+
+    async def spawn(name: str) -> Spawned:
+        in_read, in_write = os.pipe()
+        out_read, out_write = os.pipe()
+        try:
+            process = await trio.lowlevel.open_process(
+                # -P: never import from the working folder; cwd: the home, not wherever the daemon started
+                [sys.executable, "-P", "-m", f"workers.{name}", str(in_read), str(out_write)],
+                pass_fds=(in_read, out_write),
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=log_file,
+                env=environments[name],
+                cwd=cwd,
+            )
+        except BaseException:
+            os.close(out_read)
+            os.close(in_write)
+            raise
+        finally:
+            os.close(in_read)
+            os.close(out_write)
+        frames = FrameStream(trio.lowlevel.FdStream(out_read), trio.lowlevel.FdStream(in_write), MAX_WORKER_FRAME)
+        return _Process(process, frames)
+
+    return spawn
 
 
 class _Pending:
@@ -39,36 +115,34 @@ class _Pending:
         self.kind = kind
         self.done = trio.Event()
         self.on_progress = on_progress
-        self.outcome: p.WorkerResult | p.WorkerFailure | MemoriesError | None = None
+        self.outcome: w.WorkerResult | w.WorkerFailure | MemoriesError | None = None
 
 
 class WorkerHandle:
-    """One long-lived worker process.
+    """One long-lived worker.
 
     Args:
         name: ``index``, ``embedding`` or ``remote`` (the module is ``workers.<name>``).
-        env: the child's full environment.
-        log_file: an open file the child's stdout and stderr go to.
+        spawn: starts the worker (:func:`process_spawner`, or a fake in tests).
         on_drop: called for every reply that arrives for a request nobody waits for any more.
-        cwd: the child's working folder (the home).
     """
 
-    def __init__(self, name: str, env: dict[str, str], log_file: Any, on_drop: Callable[[], None], cwd: str) -> None:
+    def __init__(self, name: str, spawn: Spawn, on_drop: Callable[[], None]) -> None:
         self.name = name
-        self._cwd = cwd
         self.pid: int | None = None
         self.state = "starting"
         self.restarts = 0
         self.completed: dict[str, int] = {}
-        self._env = env
-        self._log_file = log_file
+        self.refusal: str | None = None
+        """Why the worker was refused (it comes from another install), or ``None``."""
+        self._spawn = spawn
         self._on_drop = on_drop
         self._ids = itertools.count(1)
         self._pending: dict[int, _Pending] = {}
         self._frames: FrameStream | None = None
         self._up = trio.Event()
         self._send_lock = trio.Lock()
-        self._process: trio.Process | None = None
+        self._worker: Spawned | None = None
         self._stopping = False
         self._encoder = msgspec.msgpack.Encoder()
 
@@ -78,12 +152,15 @@ class WorkerHandle:
         )
 
     async def supervise(self) -> None:
-        """Run the process, restarting it whenever it exits, until :meth:`stop`."""
+        """Run the worker, restarting it whenever it exits, until :meth:`stop` or a refusal."""
         backoff = _BACKOFF_FIRST
         while not self._stopping:
             started = trio.current_time()
             reason = await self._run_once()
-            self._fail_pending(reason)
+            if self.refusal is not None:
+                self._fail_pending(self._refused())
+                return
+            self._fail_pending(MemoriesError("worker_crashed", f"the {self.name} worker {reason}"))
             if self._stopping:
                 break
             if trio.current_time() - started > _HEALTHY_AFTER:
@@ -95,39 +172,49 @@ class WorkerHandle:
             backoff = min(backoff * 2, _BACKOFF_MAX)
         self.state = "stopped"
 
-    async def call(self, body: p.WorkerRequest, on_progress: ProgressCallback | None = None) -> p.WorkerReplyBody:
-        """Send one request and wait for its reply.
+    async def call(self, body: w.WorkerRequest[R], on_progress: ProgressCallback | None = None) -> R:
+        """Send one request and wait for its reply, which is checked against ``body``'s declared reply types.
 
         Cancelling the caller (job cancel, budget, lock) abandons the request: the worker is told to stop it at its
         next check, and its late reply is dropped.
 
         Raises:
-            MemoriesError: the worker's failure code, or ``worker_crashed`` when the process died meanwhile.
+            MemoriesError: the worker's failure code; ``worker_crashed`` when the process died meanwhile;
+                ``restart_needed`` when the worker was refused; ``protocol_error`` for a reply of another type.
         """
         while self._frames is None:
+            if self.refusal is not None:
+                raise self._refused()
             await self._up.wait()
         frames = self._frames
         request_id = next(self._ids)
-        pending = _Pending(type(body).__name__, on_progress)
+        kind = type(body).__name__
+        pending = _Pending(kind, on_progress)
         self._pending[request_id] = pending
         try:
-            await self._send(frames, p.WorkerCall(id=request_id, body=body))
+            await self._send(frames, w.WorkerCall(id=request_id, body=cast(w.WorkerRequestBody, body)))
             await pending.done.wait()
         finally:
             if self._pending.pop(request_id, None) is not None and self._frames is frames:
                 # Best effort: a worker that died meanwhile (lock kills it) needs no notice, and an error here
                 # must not replace the cancellation that brought us here.
                 with trio.CancelScope(shield=True), contextlib.suppress(MemoriesError):
-                    await self._send(frames, p.WorkerCancel(id=request_id))
+                    await self._send(frames, w.WorkerCancel(id=request_id))
         outcome = pending.outcome
         if isinstance(outcome, MemoriesError):
             raise outcome
-        if isinstance(outcome, p.WorkerFailure):
+        if isinstance(outcome, w.WorkerFailure):
             raise MemoriesError(outcome.code, outcome.message, dict(outcome.details))
-        assert isinstance(outcome, p.WorkerResult)
-        return outcome.body
+        assert outcome is not None  # set before ``done``
+        if not isinstance(outcome.body, body.reply_types):
+            expected = " or ".join(t.__name__ for t in body.reply_types)
+            raise MemoriesError(
+                "protocol_error",
+                f"the {self.name} worker answered {kind} with {type(outcome.body).__name__}, not {expected}",
+            )
+        return cast(R, outcome.body)
 
-    async def _send(self, frames: FrameStream, message: p.WorkerInbound) -> None:
+    async def _send(self, frames: FrameStream, message: w.WorkerInbound) -> None:
         """Write one whole frame. Shielded: a frame cut by a cancellation would leave the worker waiting for the
         rest of it forever (its reader thread always drains the pipe, so the write completes). A dead worker's
         pipe is ``worker_crashed``.
@@ -144,45 +231,35 @@ class WorkerHandle:
                 raise MemoriesError("worker_crashed", f"the {self.name} worker closed its pipe") from None
 
     def kill(self) -> None:
-        """SIGKILL the current process; :meth:`supervise` starts a fresh one (used by lock: plaintext goes away)."""
-        if self._process is not None and self._process.returncode is None:
-            self._process.kill()
+        """Kill the current worker; :meth:`supervise` starts a fresh one (used by lock: plaintext goes away)."""
+        if self._worker is not None:
+            self._worker.kill()
 
     def stop(self) -> None:
-        """Kill the process for good (daemon shutdown)."""
+        """Kill the worker for good (daemon shutdown)."""
         self._stopping = True
         self.kill()
 
     async def _run_once(self) -> str:
-        in_read, in_write = os.pipe()
-        out_read, out_write = os.pipe()
-        try:
-            process = await trio.lowlevel.open_process(
-                # -P: never import from the working folder; cwd: the home, not wherever the daemon started
-                [sys.executable, "-P", "-m", f"workers.{self.name}", str(in_read), str(out_write)],
-                pass_fds=(in_read, out_write),
-                stdin=subprocess.DEVNULL,
-                stdout=self._log_file,
-                stderr=self._log_file,
-                env=self._env,
-                cwd=self._cwd,
-            )
-        finally:
-            os.close(in_read)
-            os.close(out_write)
-        self._process = process
-        self.pid = process.pid
-        frames = FrameStream(trio.lowlevel.FdStream(out_read), trio.lowlevel.FdStream(in_write), MAX_WORKER_FRAME)
-        decoder = msgspec.msgpack.Decoder(p.WorkerOutbound)
+        worker = await self._spawn(self.name)
+        self._worker = worker
+        self.pid = worker.pid
+        frames = worker.frames
+        decoder = msgspec.msgpack.Decoder(w.WorkerOutbound)
         reason = "closed its pipe"
         try:
-            while (frame := await frames.receive()) is not None:
+            hello = await frames.receive()
+            if hello is not None:
+                self.refusal = _refusal(hello)
+                if self.refusal is not None:
+                    log.error("refused the %s worker: %s; restart the daemon", self.name, self.refusal)
+                    return "was refused"
+                self._frames = frames
+                self.state = "ready"
+                self._up.set()
+            while hello is not None and (frame := await frames.receive()) is not None:
                 message = decoder.decode(frame)
-                if isinstance(message, p.WorkerHello):
-                    self._frames = frames
-                    self.state = "ready"
-                    self._up.set()
-                elif isinstance(message, p.WorkerProgress):
+                if isinstance(message, w.WorkerProgress):
                     pending = self._pending.get(message.id)
                     if pending is not None and pending.on_progress is not None:
                         pending.on_progress(message)
@@ -190,22 +267,21 @@ class WorkerHandle:
                     self._deliver(message)
         except (MemoriesError, msgspec.DecodeError, trio.BrokenResourceError) as exc:
             reason = f"sent a bad frame ({exc})"
-            process.kill()
         finally:
             self._frames = None
+            self._up.set()  # wake callers still waiting for this worker: they wait for the next one, or fail
             self._up = trio.Event()
-            self.state = "restarting"
-            if process.returncode is None:
-                process.kill()  # we stop reading it (daemon shutdown, a bad frame): it must not linger
+            self.state = "refused" if self.refusal is not None else "restarting"
+            worker.kill()  # we stop reading it (a refusal, daemon shutdown, a bad frame): it must not linger
             with trio.CancelScope(shield=True):
-                code = await process.wait()
+                code = await worker.wait()
                 await frames.aclose()
-        self._process = None
+        self._worker = None
         if code < 0:
             return f"was killed by signal {-code}"
         return f"exited with status {code}" if code else reason
 
-    def _deliver(self, message: p.WorkerResult | p.WorkerFailure) -> None:
+    def _deliver(self, message: w.WorkerResult | w.WorkerFailure) -> None:
         pending = self._pending.pop(message.id, None)
         if pending is None:
             log.info("dropped a late reply from %s for request %s", self.name, message.id)
@@ -215,8 +291,34 @@ class WorkerHandle:
         pending.outcome = message
         pending.done.set()
 
-    def _fail_pending(self, reason: str) -> None:
+    def _fail_pending(self, error: MemoriesError) -> None:
         for pending in self._pending.values():
-            pending.outcome = MemoriesError("worker_crashed", f"the {self.name} worker {reason}")
+            pending.outcome = error
             pending.done.set()
         self._pending.clear()
+
+    def _refused(self) -> MemoriesError:
+        return MemoriesError(
+            "restart_needed", f"the {self.name} worker comes from another install ({self.refusal}); restart the daemon"
+        )
+
+
+def _refusal(frame: bytes) -> str | None:
+    """Why a worker's first frame not a hello of this install, or ``None`` when it is.
+
+    Read leniently (a plain map), so a worker of another version, whatever its messages look like, is named in the
+    log instead of failing to decode.
+    """
+    try:
+        hello = msgspec.msgpack.decode(frame)
+    except msgspec.DecodeError:
+        return "its first frame is not MessagePack"
+    if not isinstance(hello, dict) or hello.get(p.TAG_FIELD) != "WorkerHello":
+        return "its first frame is not a hello"
+    protocol, install = hello.get("protocol"), hello.get("install")
+    if protocol != w.WORKER_PROTOCOL_VERSION or install != w.INSTALL:
+        return (
+            f"it speaks worker protocol {protocol} of version {install}, "
+            f"the daemon protocol {w.WORKER_PROTOCOL_VERSION} of version {w.INSTALL}"
+        )
+    return None

@@ -19,7 +19,6 @@ import functools
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
 
 import msgspec
 
@@ -32,29 +31,13 @@ from memories.models.download import copy_file, download_file
 from memories.models.manifest import Manifest, ManifestFile
 from memories.models.verify import remember_hash, verify_installed
 from memories.paths import make_folders
+from memories.protocol import InstalledFile, InstallReport
 
 GEMMA_TERMS_URL = "https://ai.google.dev/gemma/terms"
 GEMMA_PROHIBITED_USE_URL = "https://ai.google.dev/gemma/prohibited_use_policy"
 
 NOTICE_NAME = "NOTICE"
 MODEL_CARD_NAME = "MODEL_CARD.md"
-
-
-class InstalledFile(msgspec.Struct, frozen=True):
-    """One manifest file after an install: ``size`` in bytes; ``transferred`` = bytes fetched or copied this
-    run (less than ``size`` when a download resumed a part, 0 when ``reused``)."""
-
-    path: str
-    action: Literal["reused", "downloaded", "copied"]
-    size: int
-    transferred: int
-
-
-class InstallReport(msgspec.Struct, frozen=True):
-    """What :func:`install_model` did, file by file in manifest order; ``directory`` is absolute."""
-
-    directory: str
-    files: list[InstalledFile]
 
 
 class InstallProgress(msgspec.Struct, frozen=True):
@@ -143,7 +126,7 @@ def install_model(
     _write_text(dest_dir / NOTICE_NAME, notice_text(manifest))
     _write_text(dest_dir / MODEL_CARD_NAME, model_card_text(manifest))
     files = [done.get(file.path) or InstalledFile(file.path, "reused", file.size, 0) for file in manifest.files]
-    return InstallReport(directory=str(dest_dir), files=files)
+    return InstallReport(path=str(dest_dir), files=files)
 
 
 def notice_text(manifest: Manifest) -> str:

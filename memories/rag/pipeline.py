@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from memories import protocol as p
+from memories import worker_protocol as w
 from memories.models.embedding import document_input
 from memories.rag.analysis import AnalyzedQuery, analyze_query, highlight_spans
 from memories.rag.fusion import RerankCandidate, reciprocal_rank_fusion, rerank
@@ -47,7 +47,7 @@ class VaultCache:
 
     # -- updates -------------------------------------------------------------------------------------------
 
-    def apply(self, upserts: list[p.IndexRecord], deletes: list[str]) -> None:
+    def apply(self, upserts: list[w.IndexRecord], deletes: list[str]) -> None:
         """Apply a sync batch. The cache is no longer at any epoch until :meth:`stamp`.
 
         Raises:
@@ -73,7 +73,7 @@ class VaultCache:
 
     # -- embedding plan ------------------------------------------------------------------------------------
 
-    def missing(self, space_key: str, limit: int) -> p.MissingInputs:
+    def missing(self, space_key: str, limit: int) -> w.MissingInputs:
         """Up to ``limit`` model inputs without a vector, shortest first, so consecutive batches have similar
         token lengths and little padding; plus how many are missing and embedded in all."""
         wanted: dict[str, ChunkRow] = {}
@@ -82,18 +82,18 @@ class VaultCache:
         missing = self.vectors.missing(space_key, wanted)
         inputs = {key: document_input(wanted[key].title, wanted[key].chunk.text) for key in missing}
         chosen = sorted(missing, key=lambda key: (len(inputs[key]), wanted[key].rowid))[:limit]
-        return p.MissingInputs(
+        return w.MissingInputs(
             keys=chosen,
             inputs=[inputs[key] for key in chosen],
             total_missing=len(missing),
             embedded=len(wanted) - len(missing),
         )
 
-    def state(self, space_key: str | None) -> p.IndexState:
+    def state(self, space_key: str | None) -> w.IndexState:
         stats = self.index.stats()
         keys = {self._key(row) for row in self.index.rows()}
         embedded = 0 if space_key is None else len(keys) - len(self.vectors.missing(space_key, keys))
-        return p.IndexState(
+        return w.IndexState(
             cached=True,
             records=stats.records,
             chunks=stats.chunks,
@@ -106,7 +106,7 @@ class VaultCache:
 
     # -- search --------------------------------------------------------------------------------------------
 
-    def search(self, request: p.IndexQuery) -> list[p.SearchHit]:
+    def search(self, request: w.IndexQuery) -> list[w.WorkerHit]:
         """Chunks in rank order for one query (labels are given by the supervisor).
 
         Raises:
@@ -124,7 +124,7 @@ class VaultCache:
             ranked = self._semantic(query, request)
         return [_hit(row, score, query if request.highlight else None) for row, score in ranked[: request.limit]]
 
-    def _semantic(self, query: AnalyzedQuery, request: p.IndexQuery) -> list[tuple[ChunkRow, float]]:
+    def _semantic(self, query: AnalyzedQuery, request: w.IndexQuery) -> list[tuple[ChunkRow, float]]:
         assert request.space_key is not None and request.query_vector is not None
         depth = max(CANDIDATES, request.limit)
         rows = [row for row in self.index.rows() if not request.cards_only or row.kind == "card"]
@@ -162,10 +162,9 @@ class VaultCache:
         return key
 
 
-def _hit(row: ChunkRow, score: float, highlight: AnalyzedQuery | None) -> p.SearchHit:
+def _hit(row: ChunkRow, score: float, highlight: AnalyzedQuery | None) -> w.WorkerHit:
     chunk = row.chunk
-    return p.SearchHit(
-        label="",
+    return w.WorkerHit(
         asset_id=row.record_id,
         revision=row.revision,
         chunk_hash=chunk.chunk_hash,

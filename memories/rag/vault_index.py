@@ -23,10 +23,11 @@ import msgspec
 
 from memories.errors import MemoriesError
 from memories.limits import MAX_CHUNKS, MAX_TEXT_BYTES
-from memories.protocol import IndexRecord, MatchMode
+from memories.protocol import MatchMode
 from memories.rag.analysis import AnalyzedQuery, AnalyzedText, analyze_text
 from memories.rag.chunking import Chunk, chunk_text
 from memories.rag.lexical import KeptChunk, LexicalEntry, LexicalIndex
+from memories.worker_protocol import IndexRecord
 
 _TITLE_ONLY_CHUNK = Chunk(text="", start=0, end=0, byte_start=0, byte_end=0, chunk_hash=hashlib.sha256().hexdigest())
 

@@ -27,10 +27,11 @@ from pathlib import Path
 import msgspec
 
 from memories.limits import MAX_CHUNKS
-from memories.protocol import IndexRecord, MemoryUpdate, RagSearch, SearchReport
+from memories.protocol import MemoryUpdate, RagSearch, SearchReport
 from memories.rag.analysis import analyze_query, analyze_text
 from memories.rag.chunking import chunk_text
 from memories.rag.vault_index import VaultIndex
+from memories.worker_protocol import IndexRecord
 from ops.bench.harness import PASSPHRASE, BenchHome, memories_executable, percentiles, program_environment, timed
 from ops.corpus import CORPUS, load_notes, load_queries, note_paths
 

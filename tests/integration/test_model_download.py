@@ -94,7 +94,7 @@ def test_fresh_install_from_mirror(mirror: MirrorServer, http_config: HttpConfig
         _manifest(), tmp_path, base_url=mirror.base_url, http_config=http_config, progress=events.append
     )
 
-    assert [(f.path, f.action, f.size, f.transferred) for f in report.files] == [
+    assert [(f.path, f.status, f.bytes, f.transferred) for f in report.files] == [
         (path, "downloaded", len(data), len(data)) for path, data in FILES.items()
     ]
     _assert_installed(tmp_path)
@@ -124,7 +124,7 @@ def test_second_run_downloads_nothing(mirror: MirrorServer, http_config: HttpCon
 
     report = install_model(_manifest(), tmp_path, base_url=mirror.base_url, http_config=http_config)
 
-    assert {f.action for f in report.files} == {"reused"}
+    assert {f.status for f in report.files} == {"reused"}
     assert sum(f.transferred for f in report.files) == 0
     assert len(mirror.log) == seen
 
@@ -251,7 +251,7 @@ def test_install_from_folder(tmp_path: Path) -> None:
 
     report = install_model(_manifest(), dest, from_dir=source)
 
-    assert {f.path: f.action for f in report.files} == {
+    assert {f.path: f.status for f in report.files} == {
         GRAPH: "reused",
         DATA: "copied",
         "tokenizer.json": "copied",
@@ -394,7 +394,7 @@ def test_retry_503_then_429_with_retry_after_then_200(
 
     report = install_model(manifest, tmp_path, base_url=mirror.base_url, http_config=http_config)
 
-    assert [f.action for f in report.files] == ["downloaded"]
+    assert [f.status for f in report.files] == ["downloaded"]
     assert (tmp_path / GRAPH).read_bytes() == FILES[GRAPH]
     assert [entry.status for entry in mirror.log] == [503, 429, 200]
     # The server's own clock: the third request arrived at least Retry-After after the second.

@@ -10,10 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memories.errors import MemoriesError
-from memories.protocol import IndexRecord, MatchMode
+from memories.protocol import MatchMode
 from memories.rag.analysis import AnalyzedQuery, analyze_query
 from memories.rag.lexical import LexicalEntry, LexicalIndex
 from memories.rag.vault_index import Hit, VaultIndex
+from memories.worker_protocol import IndexRecord
 from ops.corpus import load_notes, load_queries
 
 _MODES: tuple[MatchMode, ...] = ("any", "all", "phrase")

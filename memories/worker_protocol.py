@@ -1,0 +1,386 @@
+"""The supervisor's conversation with its worker processes: internal, versioned with the install.
+
+::
+
+    daemon ──WorkerCall(WorkerRequest)──▶ worker
+    daemon ◀─WorkerHello, then WorkerProgress* and WorkerResult | WorkerFailure per call── worker
+
+Frames are length-prefixed MessagePack (:mod:`memories.framing`) on two pipes per worker. Unlike the client
+protocol (:mod:`memories.protocol`, public and stable), nothing outside one install ever speaks this one: a
+worker's first frame, :class:`WorkerHello`, names :data:`WORKER_PROTOCOL_VERSION` and the package version, and the
+daemon refuses a worker from another install (after ``pip install --upgrade`` under a running daemon) instead of
+misreading its frames.
+
+Every request is a :class:`WorkerRequest` parameterized by its reply type (``IndexQuery`` is a
+``WorkerRequest[IndexHits | IndexStale]``); :attr:`WorkerRequest.reply_types` holds the same types at run time, so
+the daemon checks every reply against the request that asked for it. Messages carry structs, never JSON or
+MessagePack bytes inside MessagePack.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Generic, Literal, TypeVar, get_args
+
+import msgspec
+
+from memories import __version__
+from memories.config import HttpConfig
+from memories.models.manifest import Manifest
+from memories.protocol import TAG_FIELD, InstalledFile, MatchMode, SearchMode
+
+WORKER_PROTOCOL_VERSION = 1
+"""Bumped with every change of a message below. A worker reporting another version (or another package
+version, :data:`INSTALL`) is refused."""
+
+INSTALL = __version__
+"""The package version the running code comes from."""
+
+R = TypeVar("R")
+
+
+class _Message(msgspec.Struct, tag_field=TAG_FIELD, kw_only=True, forbid_unknown_fields=True):
+    """Base of every tagged message; the class name is the tag."""
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Data handed to workers
+
+
+class IndexRecord(msgspec.Struct, frozen=True):
+    """One retrieval-eligible record as the supervisor hands it to ``workers.index`` (R-01, R-02).
+
+    Only records of kind ``memory`` or ``card`` with sensitivity ``general`` are ever built into this struct.
+    ``source`` is the ingest source path (``None`` for records added by hand); ``tags`` are front-matter tags.
+    ``source`` and ``tags`` are the safe metadata indexed with BM25 weight 2 (R-13).
+    """
+
+    id: str
+    revision: int
+    kind: Literal["memory", "card"]
+    title: str
+    body: str
+    source: str | None = None
+    tags: list[str] = []
+
+
+class WorkerHit(msgspec.Struct, omit_defaults=True):
+    """One chunk found by the index worker. Offsets are UTF-8 bytes into the record's body, half-open.
+
+    Not yet a citation: the supervisor checks it against the catalog and labels it
+    (:class:`memories.protocol.SearchHit`). ``highlights`` are code point spans within ``text`` where query terms
+    occur (only when the query asked for them).
+    """
+
+    asset_id: str
+    revision: int
+    chunk_hash: str
+    byte_start: int
+    byte_end: int
+    score: float
+    title: str
+    kind: str
+    source: str | None
+    text: str
+    highlights: list[tuple[int, int]] = []
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Replies (defined first: each request names its reply types)
+
+
+class IndexStale(_Message):
+    """The cache is not at the requested epoch; ``have`` maps record id to revision, ``None`` when cold."""
+
+    have: dict[str, int] | None
+
+
+class IndexSynced(_Message):
+    """:class:`IndexSync` applied (with ``final``, the cache is at the request's epoch), or the cache is at the
+    epoch :class:`IndexAtEpoch` asked about."""
+
+
+class QueryChecked(_Message):
+    """The query is within the limits; ``terms`` distinct analyzed terms (0: it finds nothing)."""
+
+    terms: int
+
+
+class IndexHits(_Message):
+    """:class:`IndexQuery` results: at most ``limit`` chunks in rank order."""
+
+    hits: list[WorkerHit]
+
+
+class MissingInputs(_Message):
+    """``keys[i]`` is the hash of ``inputs[i]``; ``total_missing`` counts every missing chunk, ``embedded`` the rest."""
+
+    keys: list[str]
+    inputs: list[str]
+    total_missing: int
+    embedded: int
+
+
+class VectorsStored(_Message):
+    """:class:`IndexStoreVectors` done; ``stored`` counts the vectors that were new."""
+
+    stored: int
+
+
+class IndexState(_Message):
+    """:class:`IndexStatus` of one vault's cache (zeros when not ``cached``); ``last_build`` in Unix
+    seconds, ``vector_bytes`` held in memory."""
+
+    cached: bool
+    records: int
+    chunks: int
+    text_bytes: int
+    last_build: float | None
+    embedded: int
+    missing: int
+    vector_bytes: int
+
+
+class ModelLoaded(_Message):
+    """:class:`EmbedLoad` done: the vector space key, the vector dimension and load warnings."""
+
+    space_key: str
+    dimension: int
+    warnings: list[str] = []
+
+
+class Vectors(_Message):
+    """float32[n, dimension] as raw little-endian bytes."""
+
+    vectors: bytes
+    dimension: int
+
+
+class ModelInstalled(_Message):
+    """:class:`DownloadModel` done: every model file and what this run transferred."""
+
+    files: list[InstalledFile]
+
+
+WorkerReplyBody = (
+    IndexStale
+    | IndexSynced
+    | QueryChecked
+    | IndexHits
+    | MissingInputs
+    | VectorsStored
+    | IndexState
+    | ModelLoaded
+    | Vectors
+    | ModelInstalled
+)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Requests
+
+
+class WorkerRequest(_Message, Generic[R]):
+    """A request whose reply is an ``R``; :attr:`reply_types` is ``R`` as a tuple of classes, for the check at run
+    time."""
+
+    reply_types: ClassVar[tuple[type, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for base in getattr(cls, "__orig_bases__", ()):
+            if getattr(base, "__origin__", None) is WorkerRequest:
+                (reply,) = get_args(base)
+                cls.reply_types = get_args(reply) or (reply,)
+
+
+class IndexSync(WorkerRequest[IndexSynced | IndexStale]):
+    """Apply a delta to one vault's cache; ``epoch`` is stamped on the cache with the ``final`` batch.
+
+    ``fresh`` (first batch of a full sync) starts an empty cache; any other batch applies to the cache the delta
+    was computed from, and if that cache was evicted meanwhile the worker answers :class:`IndexStale` instead.
+    """
+
+    vault: str
+    epoch: int
+    upserts: list[IndexRecord]
+    deletes: list[str]
+    final: bool
+    fresh: bool = False
+    expected: dict[str, int] = {}
+    """With ``final``: every eligible record id -> revision. The worker drops any other record, and answers
+    :class:`IndexStale` instead of stamping the epoch if the cache does not hold exactly these revisions."""
+
+
+class IndexQuery(WorkerRequest[IndexHits | IndexStale]):
+    """Search one vault's cache if it is at ``epoch``; otherwise the worker answers :class:`IndexStale`.
+
+    ``query_vector`` (float32[768] bytes) is given for vector and hybrid modes.
+    """
+
+    vault: str
+    epoch: int
+    query: str
+    mode: SearchMode
+    match_mode: MatchMode
+    limit: int
+    cards_only: bool
+    no_rerank: bool
+    highlight: bool = False
+    space_key: str | None = None
+    query_vector: bytes | None = None
+
+
+class IndexMissing(WorkerRequest[MissingInputs | IndexStale]):
+    """Model inputs of up to ``limit`` chunks of the vault that have no vector in ``space_key`` yet."""
+
+    vault: str
+    epoch: int
+    space_key: str
+    limit: int
+
+
+class IndexStoreVectors(WorkerRequest[VectorsStored | IndexStale]):
+    """Store finished vectors (float32[n, dim] bytes, rows in ``keys`` order). Content-addressed, so no epoch;
+    :class:`IndexStale` when the vault left the cache meanwhile."""
+
+    vault: str
+    space_key: str
+    keys: list[str]
+    vectors: bytes
+    dimension: int
+
+
+class IndexStatus(WorkerRequest[IndexState]):
+    """What one vault's cache holds, whatever its epoch (``rag status``)."""
+
+    vault: str
+    space_key: str | None = None
+
+
+class IndexAtEpoch(WorkerRequest[IndexSynced | IndexStale]):
+    """Is the vault's cache at ``epoch``? :class:`IndexStale` when not, so the supervisor can bring it up to date
+    without searching (after an ingest)."""
+
+    vault: str
+    epoch: int
+
+
+class IndexCheckQuery(WorkerRequest[QueryChecked]):
+    """Analyze a query without searching (limits, term count), before any costly step of a search."""
+
+    query: str
+
+
+class EmbedLoad(WorkerRequest[ModelLoaded]):
+    """Load (once per worker process) the local model from ``model_dir``; the reply gives its vector space key.
+
+    ``manifest`` is given when the folder was installed and verified from it, so its pinned hashes name the files
+    instead of hashing them again.
+    """
+
+    model_dir: str
+    threads: int
+    max_tokens: int
+    batch_size: int
+    manifest: Manifest | None = None
+
+
+class EmbedBatch(WorkerRequest[Vectors]):
+    """Embed exact model inputs (prefixes already applied): float32[n, dim] comes back. ``model`` names the model
+    so a worker restarted since the last load loads it again by itself."""
+
+    inputs: list[str]
+    model: EmbedLoad
+
+
+class EmbedQuery(WorkerRequest[Vectors]):
+    """Embed one search query (the worker applies the query prefix): float32[1, dim] comes back."""
+
+    query: str
+    model: EmbedLoad
+
+
+class DownloadModel(WorkerRequest[ModelInstalled]):
+    """Install the model files of ``manifest`` into ``dest_dir`` (``workers.remote``) under the ``http`` policy."""
+
+    manifest: Manifest
+    dest_dir: str
+    base_url: str | None
+    from_dir: str | None
+    http: HttpConfig
+
+
+WorkerRequestBody = (
+    IndexSync
+    | IndexCheckQuery
+    | IndexQuery
+    | IndexMissing
+    | IndexStoreVectors
+    | IndexStatus
+    | IndexAtEpoch
+    | EmbedLoad
+    | EmbedBatch
+    | EmbedQuery
+    | DownloadModel
+)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Envelopes
+
+
+class WorkerCall(_Message):
+    """One request to a worker; ``id`` (unique per worker process) ties its progress, reply and
+    :class:`WorkerCancel` to it."""
+
+    id: int
+    body: WorkerRequestBody
+
+
+class WorkerCancel(_Message):
+    """Ask the worker to stop request ``id`` at its next cancellation check."""
+
+    id: int
+
+
+WorkerInbound = WorkerCall | WorkerCancel
+
+
+class WorkerHello(_Message):
+    """First frame of a worker: it is up and reading, and speaks ``protocol`` of the package version
+    ``install``. The daemon reads this frame leniently (any later field may change), so the refusal of another
+    install is a clear log line, not a decode error."""
+
+    name: str
+    protocol: int
+    install: str
+
+
+class WorkerProgress(_Message):
+    """Progress of request ``id``: ``done`` of ``total`` (``None``: unknown) ``unit``, relayed to the
+    client as :class:`~memories.protocol.Progress`."""
+
+    id: int
+    done: int
+    total: int | None
+    unit: str
+
+
+class WorkerResult(_Message):
+    """The reply to request ``id``."""
+
+    id: int
+    body: WorkerReplyBody
+
+
+class WorkerFailure(_Message):
+    """Request ``id`` failed: a stable error code, a message and details, as in :class:`~memories.protocol.Failure`."""
+
+    id: int
+    code: str
+    message: str
+    details: dict[str, object] = {}
+
+
+WorkerOutbound = WorkerProgress | WorkerResult | WorkerFailure
+"""What a worker sends after its :class:`WorkerHello`."""
