@@ -58,7 +58,7 @@ class Client:
             raise MemoriesError(
                 "daemon_not_running", f"cannot reach the daemon of {self.home.root}: {exc.strerror}"
             ) from None
-        _check_peer(sock, self.home)
+        check_peer(sock, self.home)
         return sock
 
     def request(
@@ -128,7 +128,7 @@ def _gone(home: Home) -> MemoriesError:
 _PEER_CREDENTIALS = struct.Struct("3i")  # struct ucred: pid, uid, gid (Linux)
 
 
-def _check_peer(sock: socket.socket, home: Home) -> None:
+def check_peer(sock: socket.socket, home: Home) -> None:
     """Refuse a socket whose listener runs as another user: a passphrase or a query must only ever reach our own
     daemon, even if someone planted a socket where ours would be (``SO_PEERCRED``, Linux)."""
     if not hasattr(socket, "SO_PEERCRED"):

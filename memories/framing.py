@@ -27,9 +27,24 @@ MAX_WORKER_FRAME = 256 * 1024 * 1024
 """Largest worker frame in bytes: an index sync batch or a vector batch stays far below it."""
 
 
+HEADER_BYTES = _HEADER.size
+
+
 def pack(payload: bytes) -> bytes:
     """Prefix ``payload`` with its length."""
     return _HEADER.pack(len(payload)) + payload
+
+
+def payload_size(header: bytes, limit: int = MAX_CLIENT_FRAME) -> int:
+    """The payload length a :data:`HEADER_BYTES`-byte header announces (for readers of other stream types).
+
+    Raises:
+        MemoriesError: ``protocol_error`` for a frame over ``limit`` bytes.
+    """
+    (size,) = _HEADER.unpack(header)
+    if size > limit:
+        raise _too_large(size, limit)
+    return size
 
 
 def _too_large(size: int, limit: int) -> MemoriesError:

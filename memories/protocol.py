@@ -226,6 +226,43 @@ class GrantRevoke(_Message):
     token: str | None = None
 
 
+class ToolSearch(_Message):
+    """``memory_search`` through a grant: BM25 grouped by record, as :class:`MemorySearch`."""
+
+    query: str
+    limit: int = 10
+
+
+class ToolRead(_Message):
+    """``memory_read`` through a grant: one page of a record's body from the UTF-8 byte ``offset``."""
+
+    id: str
+    revision: int | None = None
+    offset: int = 0
+
+
+class ToolRetrieve(_Message):
+    """``memory_retrieve`` through a grant: chunks with labels and byte spans, as :class:`RagSearch`."""
+
+    query: str
+    mode: SearchMode | None = None
+    match_mode: MatchMode = "any"
+    limit: int = 10
+    cards_only: bool = False
+    no_rerank: bool = False
+
+
+ToolCall = ToolSearch | ToolRead | ToolRetrieve
+
+
+class Granted(_Message):
+    """An MCP tool call: checked against the grant of ``token`` in the daemon (token, expiry, revocation, scope,
+    then the vault's state) and answered from that grant's vault only."""
+
+    token: str
+    call: ToolCall
+
+
 Request = (
     Status
     | Stop
@@ -252,6 +289,7 @@ Request = (
     | GrantCreate
     | GrantList
     | GrantRevoke
+    | Granted
 )
 
 
@@ -557,6 +595,46 @@ class GrantListing(_Message):
     grants: list[GrantInfo]
 
 
+class ReadPage(_Message):
+    """``memory_read``: one page of the body, ``text`` = bytes ``offset`` to ``next_offset`` of its UTF-8 form.
+
+    ``next_offset`` is null on the last page; ``total_bytes`` is the body's size. ``source`` and ``tags`` are the
+    record's safe metadata (R-13).
+    """
+
+    id: str
+    revision: int
+    kind: RecordKind
+    title: str
+    source: str | None
+    tags: list[str]
+    created: float
+    updated: float
+    offset: int
+    next_offset: int | None
+    total_bytes: int
+    truncated: bool
+    text: str
+
+
+class ToolSearchReport(_Message):
+    """``memory_search``: as :class:`MemorySearchReport`, cut to the result cap; ``omitted`` records left out."""
+
+    results: list[RecordHit]
+    truncated: bool
+    omitted: int
+
+
+class ToolRetrieveReport(_Message):
+    """``memory_retrieve``: as :class:`SearchReport`, cut to the result cap; ``omitted`` chunks left out."""
+
+    mode: SearchMode
+    match_mode: MatchMode
+    results: list[SearchHit]
+    truncated: bool
+    omitted: int
+
+
 Result = (
     Done
     | DaemonStatus
@@ -576,6 +654,9 @@ Result = (
     | InstallReport
     | GrantCreated
     | GrantListing
+    | ReadPage
+    | ToolSearchReport
+    | ToolRetrieveReport
 )
 
 

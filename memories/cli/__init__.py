@@ -28,6 +28,7 @@ COMMANDS = {
     "jobs": "memories.cli.jobs:jobs",
     "grant": "memories.cli.grant:grant",
     "inject": "memories.cli.inject:inject",
+    "mcp": "memories.cli.mcp:mcp",
 }
 """Subcommand name -> ``module:attribute`` of its click command."""
 

@@ -30,6 +30,7 @@ from memories.daemon.models import Models
 from memories.daemon.records import Records
 from memories.daemon.retrieval import Retrieval
 from memories.daemon.server import Connection, serve_socket
+from memories.daemon.tools import Tools
 from memories.daemon.vaults import Vaults
 from memories.daemon.workers import WorkerHandle, process_spawner
 from memories.errors import MemoriesError
@@ -79,6 +80,7 @@ class Daemon:
         self.retrieval = Retrieval(self)
         self.ingest = Ingest(self)
         self.records = Records(self)
+        self.tools = Tools(self)
         self._handlers: dict[type, Handler] = {
             p.Status: self._status,
             p.Stop: self._stop,
@@ -97,6 +99,7 @@ class Daemon:
             p.GrantCreate: self._grant_create,
             p.GrantList: self._grant_list,
             p.GrantRevoke: self._grant_revoke,
+            p.Granted: self.tools.call,
         }
         self._db_limiter = trio.CapacityLimiter(1)
         self._last_activity = 0.0  # trio clock, set when serving starts

@@ -13,6 +13,7 @@ import tomlkit
 from memories.clients import TOKEN_ENV
 from memories.skill import bundled_skill
 from tests.fixtures.daemon import HomeDir
+from tests.fixtures.mcp_client import call, mcp_session
 
 START = {"mcpServers": {"other": {"command": "x"}}, "preferences": {"theme": "dark"}}
 
@@ -160,3 +161,13 @@ def test_inject_all_skips_clients_that_are_not_installed(vault: HomeDir, tmp_pat
     rows = vault.ok("inject", "all", "--vault", "notes", "--scope", "search")["clients"]
     assert {row["status"] for row in rows} == {"skipped"}
     assert list(fake.iterdir()) == []
+
+
+async def test_the_token_written_into_a_config_works_for_mcp_serve(clients: tuple[HomeDir, Path]) -> None:
+    home, fake = clients
+    home.ok("memory", "add", "notes", "--title", "inject", "--body", "reachable through the injected entry")
+    _inject(home)
+    entry = json.loads((fake / ".claude.json").read_text())["mcpServers"]["memories"]
+    async with mcp_session(home, entry["env"][TOKEN_ENV], command=entry["command"]) as session:
+        error, found = await call(session, "memory_search", {"query": "injected"})
+        assert not error and found["results"][0]["title"] == "inject"

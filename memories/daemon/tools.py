@@ -1,0 +1,129 @@
+"""MCP tool calls (:class:`~memories.protocol.Granted`): the grant's checks, then the owner's search or read on the
+grant's vault only, cut to the result cap (:mod:`memories.caps`).
+
+No existence oracle: a record that is not retrieval-eligible (private, credential, file; judged on its latest
+revision and on the revision asked for), a deleted one, one of another vault and an id that never existed all
+give the same ``record_not_found`` message. Searches only ever see eligible records, so their counts reveal
+nothing outside the grant.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from memories import protocol as p
+from memories.caps import Cost, cost_of, fit_hits, page
+from memories.daemon.server import Connection
+from memories.daemon.vaults import is_eligible, split_tags
+from memories.errors import MemoriesError
+from memories.store import VaultRow
+
+if TYPE_CHECKING:
+    from memories.daemon.supervisor import Daemon
+
+_SCOPE: dict[type, p.GrantScope] = {p.ToolSearch: "search", p.ToolRead: "read", p.ToolRetrieve: "retrieve"}
+
+
+class Tools:
+    """The daemon's side of ``memories mcp serve``."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        self._daemon = daemon
+
+    async def call(self, request: p.Granted, conn: Connection) -> p.Result:
+        """Authorize ``request.call`` (:meth:`~memories.daemon.grants.Grants.authorize`) and answer it.
+
+        Raises:
+            MemoriesError: the grant's failures, then those of the search or read (``record_not_found``,
+                ``limit_too_large``, ``query_too_long``, ...).
+        """
+        daemon = self._daemon
+        call = request.call
+        authorized = await daemon.db(daemon.grants.authorize, request.token, _SCOPE[type(call)])
+        vault = authorized.vault
+        if isinstance(call, p.ToolSearch):
+            found = await daemon.retrieval.memory_search(
+                p.MemorySearch(vault=vault.id, query=call.query, limit=call.limit), conn
+            )
+            records, omitted = fit_hits(
+                found.results, _overhead(p.ToolSearchReport(results=[], truncated=True, omitted=0))
+            )
+            return p.ToolSearchReport(results=records, truncated=omitted > 0, omitted=omitted)
+        if isinstance(call, p.ToolRetrieve):
+            report = await daemon.retrieval.search(
+                p.RagSearch(
+                    vault=vault.id,
+                    query=call.query,
+                    mode=call.mode,
+                    match_mode=call.match_mode,
+                    limit=call.limit,
+                    cards_only=call.cards_only,
+                    no_rerank=call.no_rerank,
+                ),
+                conn,
+            )
+            empty = p.ToolRetrieveReport(
+                mode=report.mode, match_mode=report.match_mode, results=[], truncated=True, omitted=0
+            )
+            hits, omitted = fit_hits(report.results, _overhead(empty))
+            return msgspec.structs.replace(empty, results=hits, truncated=omitted > 0, omitted=omitted)
+        assert isinstance(call, p.ToolRead)
+        return await daemon.db(_read_page, daemon, vault, call)
+
+
+def _overhead(empty: msgspec.Struct) -> Cost:
+    return cost_of(empty) + Cost(0, 16)  # the digits of "omitted" and "truncated": false vs true
+
+
+def _not_found(call: p.ToolRead) -> MemoriesError:
+    revision = f" revision {call.revision}" if call.revision is not None else ""
+    return MemoriesError("record_not_found", f"no record {call.id!r}{revision} is readable with this grant")
+
+
+def _read_page(daemon: Daemon, vault: VaultRow, call: p.ToolRead) -> p.ReadPage:
+    """One page of an eligible record (runs in the store's thread)."""
+    latest = daemon.vaults.catalog(vault).get(call.id)
+    if latest is None or not is_eligible(latest.header):
+        raise _not_found(call)
+    try:
+        view = daemon.vaults.read(vault, call.id, call.revision)
+    except MemoriesError as exc:
+        if exc.code == "record_not_found":
+            raise _not_found(call) from None
+        raise
+    if not _eligible_view(view):
+        raise _not_found(call)
+    data = view.body.encode("utf-8")
+    if not 0 <= call.offset <= len(data) or (call.offset < len(data) and 0x80 <= data[call.offset] < 0xC0):
+        raise MemoriesError(
+            "invalid_argument",
+            f"offset: {call.offset} is not the start of a character within the body ({len(data)} bytes)",
+        )
+    start_char = len(data[: call.offset].decode("utf-8"))
+    first = p.ReadPage(
+        id=view.id,
+        revision=view.revision,
+        kind=view.kind,
+        title=view.title,
+        source=view.meta.get("source"),
+        tags=split_tags(view.meta.get("tags")),
+        created=view.created,
+        updated=view.updated,
+        offset=call.offset,
+        next_offset=len(data),
+        total_bytes=len(data),
+        truncated=True,
+        text="",
+    )
+    end_char = page(view.body, start_char, cost_of(first))
+    text = view.body[start_char:end_char]
+    next_offset = call.offset + len(text.encode("utf-8"))
+    more = next_offset < len(data)
+    return msgspec.structs.replace(first, text=text, next_offset=next_offset if more else None, truncated=more)
+
+
+def _eligible_view(view: p.RecordView) -> bool:
+    """The revision read is retrieval-eligible itself (sensitivity can change between revisions)."""
+    return view.kind in ("memory", "card") and view.sensitivity == "general"

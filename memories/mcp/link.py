@@ -1,0 +1,64 @@
+"""The MCP server's connection to the daemon: one async socket per tool call (anyio, like the SDK).
+
+The request goes out as one :class:`~memories.protocol.Envelope`; progress frames are skipped and the reply or
+failure comes back. When the call is cancelled (the client's cancel notification, or the end of stdin shutting
+the server down) the socket closes with it, and the daemon, seeing the hang-up, cancels the job (R-44): nothing
+keeps running for a client that is gone. The server never starts a daemon: one started from an AI client would be
+locked and would inherit the client's environment.
+"""
+
+from __future__ import annotations
+
+import anyio
+import msgspec
+from anyio.abc import SocketAttribute
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from memories import protocol as p
+from memories.client import RequestFailed, check_peer
+from memories.errors import MemoriesError
+from memories.framing import HEADER_BYTES, pack, payload_size
+from memories.paths import Home
+
+_ENCODER = msgspec.msgpack.Encoder()
+_DECODER = msgspec.msgpack.Decoder(p.ClientFrame)
+
+
+def _not_running(home: Home) -> MemoriesError:
+    return MemoriesError(
+        "daemon_not_running",
+        f"no daemon is running for the home {home.root}; run `memories daemon start` and `memories unlock`",
+        {"home": home.root},
+    )
+
+
+async def request(home: Home, body: p.Request) -> p.ClientReply:
+    """Send ``body`` to the daemon of ``home``; its reply.
+
+    Raises:
+        RequestFailed: the daemon's failure.
+        MemoriesError: ``daemon_not_running`` when no daemon answers or it hangs up without an answer.
+    """
+    envelope = p.Envelope(protocol=p.PROTOCOL_VERSION, home=home.root, config=home.config_path, request=body)
+    try:
+        payload = _ENCODER.encode(envelope)
+    except UnicodeEncodeError:
+        raise MemoriesError("invalid_argument", "an argument is not valid UTF-8 text") from None
+    try:
+        stream = await anyio.connect_unix(home.socket_path)
+    except OSError:
+        raise _not_running(home) from None
+    async with stream:
+        check_peer(stream.extra(SocketAttribute.raw_socket), home)
+        reader = BufferedByteReceiveStream(stream)
+        try:
+            await stream.send(pack(payload))
+            while True:
+                size = payload_size(await reader.receive_exactly(HEADER_BYTES))
+                frame = _DECODER.decode(await reader.receive_exactly(size))
+                if isinstance(frame, p.Failure):
+                    raise RequestFailed(frame)
+                if isinstance(frame, p.ClientReply):
+                    return frame
+        except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, OSError):
+            raise _not_running(home) from None
