@@ -68,11 +68,17 @@ class GrantTerms(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class Authorized(NamedTuple):
-    """A call that passed every check: the grant's id, its vault and its scope."""
+    """A call that passed every check: the grant's id, vault, scope and expiry, and its auth epoch then."""
 
     grant_id: str
     vault: VaultRow
     scope: list[p.GrantScope]
+    expires: float | None
+    epoch: int
+
+
+Guard = Callable[[], MemoriesError | None]
+"""A re-check of an authorized call when its result is about to be accepted: the error instead, or ``None``."""
 
 
 def token_hash(token: str) -> bytes:
@@ -134,6 +140,26 @@ class Grants:
         self._store = store
         self._keys = keyring
         self._clock = clock
+        self._auth_epochs: dict[str, int] = {}
+
+    def auth_epoch(self, grant_id: str) -> int:
+        """The grant's auth epoch, bumped by every revoke (R-44): work authorized at an older one is dropped."""
+        return self._auth_epochs.get(grant_id, 0)
+
+    def guard(self, authorized: Authorized) -> Guard:
+        """What a call authorized as ``authorized`` re-checks before its result is accepted: the home still
+        unlocked (lock suspends every grant), the grant not revoked since (its auth epoch), not expired by now."""
+
+        def check() -> MemoriesError | None:
+            if self._keys.locked:
+                return MemoriesError("vault_locked", "the home was locked while the call ran")
+            if self.auth_epoch(authorized.grant_id) != authorized.epoch:
+                return _revoked()
+            if authorized.expires is not None and self._clock() >= authorized.expires:
+                return _expired(authorized.expires)
+            return None
+
+        return check
 
     def create(self, vault: VaultRow, client: str, scope: list[str], expires: str) -> p.GrantCreated:
         """A new grant and its token (shown once). Raises ``vault_locked``, ``invalid_argument``."""
@@ -185,6 +211,8 @@ class Grants:
 
     def _revoke(self, ids: list[str]) -> None:
         self._store.revoke_grants(ids, time.time())
+        for grant_id in ids:
+            self._auth_epochs[grant_id] = self.auth_epoch(grant_id) + 1
 
     def authorize(self, token: str, tool: p.GrantScope) -> Authorized:
         """Check an MCP call in the documented order (see the module docstring); the grant's vault when it passes.
@@ -196,6 +224,7 @@ class Grants:
         row = self._store.grant_by_token_hash(token_hash(token)) if _TOKEN.fullmatch(token) else None
         if row is None:
             raise MemoriesError("grant_invalid", _INVALID)
+        epoch = self.auth_epoch(row.id)
         now = self._clock()
         if self._keys.locked or row.terms is None:
             self._check_time(row.expires, now)
@@ -215,13 +244,12 @@ class Grants:
         vault = next((v for v in self._store.vaults() if v.id == terms.vault_id), None)
         if vault is None:
             raise _revoked()
-        return Authorized(row.id, vault, terms.scope)
+        return Authorized(row.id, vault, terms.scope, terms.expires, epoch)
 
     @staticmethod
     def _check_time(expires: float | None, now: float) -> None:
         if expires is not None and now >= expires:
-            moment = datetime.datetime.fromtimestamp(expires).isoformat(timespec="seconds")
-            raise MemoriesError("grant_expired", f"the grant expired at {moment}; create a new one")
+            raise _expired(expires)
 
     def _info(self, row: GrantRow, names: dict[str, str]) -> p.GrantInfo:
         state: p.GrantState = "active"
@@ -239,6 +267,11 @@ class Grants:
             expires=row.expires,
             state=state,
         )
+
+
+def _expired(expires: float) -> MemoriesError:
+    moment = datetime.datetime.fromtimestamp(expires).isoformat(timespec="seconds")
+    return MemoriesError("grant_expired", f"the grant expired at {moment}; create a new one")
 
 
 def _revoked() -> MemoriesError:

@@ -307,7 +307,9 @@ class Daemon:
     async def _grant_revoke(self, request: p.GrantRevoke, conn: Connection) -> p.Result:
         if (request.id is None) == (request.token is None):
             raise MemoriesError("invalid_argument", "revoke a grant by its id or by its token, not both or neither")
-        return p.GrantListing(grants=[await self.db(self.grants.revoke, request.id, request.token)])
+        revoked = await self.db(self.grants.revoke, request.id, request.token)
+        self.tools.revoked([revoked.id])
+        return p.GrantListing(grants=[revoked])
 
 
 def _verify_passphrase(store: Store, passphrase: str) -> None:

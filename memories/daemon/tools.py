@@ -1,6 +1,11 @@
 """MCP tool calls (:class:`~memories.protocol.Granted`): the grant's checks, then the owner's search or read on the
 grant's vault only, cut to the result cap (:mod:`memories.caps`).
 
+Revoke, expiry and lock reach calls in flight (R-44): a revoke cuts the jobs of the grant's running calls at once
+(:meth:`Tools.revoked`), and every result is re-checked against the grant (:meth:`~memories.daemon.grants.Grants.
+guard`: auth epoch, expiry by the daemon's clock, lock) just before it is accepted, so a result that finishes after
+the grant stopped holding is dropped, never sent.
+
 No existence oracle: a record that is not retrieval-eligible (private, credential, file; judged on its latest
 revision and on the revision asked for), a deleted one, one of another vault and an id that never existed all
 give the same ``record_not_found`` message. Searches only ever see eligible records, so their counts reveal
@@ -31,18 +36,42 @@ class Tools:
 
     def __init__(self, daemon: Daemon) -> None:
         self._daemon = daemon
+        self._running: dict[str, set[Connection]] = {}
+        """Grant id -> the connections of its calls in flight (each call is one connection)."""
+
+    def revoked(self, grant_ids: list[str]) -> None:
+        """The grants were revoked: cut the jobs of their calls in flight now (``grant_revoked``)."""
+        for grant_id in grant_ids:
+            for conn in self._running.get(grant_id, set()):
+                for job in conn.jobs:
+                    job.cancel("grant_revoked")
 
     async def call(self, request: p.Granted, conn: Connection) -> p.Result:
-        """Authorize ``request.call`` (:meth:`~memories.daemon.grants.Grants.authorize`) and answer it.
+        """Authorize ``request.call`` (:meth:`~memories.daemon.grants.Grants.authorize`), answer it, and accept the
+        answer only if the grant still holds.
 
         Raises:
-            MemoriesError: the grant's failures, then those of the search or read (``record_not_found``,
-                ``limit_too_large``, ``query_too_long``, ...).
+            MemoriesError: the grant's failures (also ``grant_revoked``, ``grant_expired`` or ``vault_locked`` for a
+                call the grant stopped covering while it ran), then those of the search or read
+                (``record_not_found``, ``limit_too_large``, ``query_too_long``, ...).
         """
         daemon = self._daemon
-        call = request.call
-        authorized = await daemon.db(daemon.grants.authorize, request.token, _SCOPE[type(call)])
-        vault = authorized.vault
+        authorized = await daemon.db(daemon.grants.authorize, request.token, _SCOPE[type(request.call)])
+        running = self._running.setdefault(authorized.grant_id, set())
+        running.add(conn)
+        try:
+            result = await self._answer(request.call, authorized.vault, conn)
+        finally:
+            running.discard(conn)
+            if not running:
+                del self._running[authorized.grant_id]
+        stopped = daemon.grants.guard(authorized)()
+        if stopped is not None:
+            raise stopped
+        return result
+
+    async def _answer(self, call: p.ToolCall, vault: VaultRow, conn: Connection) -> p.Result:
+        daemon = self._daemon
         if isinstance(call, p.ToolSearch):
             found = await daemon.retrieval.memory_search(
                 p.MemorySearch(vault=vault.id, query=call.query, limit=call.limit), conn

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+import trio
 
 from memories.caps import MAX_RESULT_CHARS, MAX_RESULT_TOKENS, cost_of
 from tests.fixtures.daemon import PASSPHRASE, HomeDir, initialize, memories_executable, with_hooks
@@ -224,6 +225,40 @@ async def test_revoke_and_expiry_take_effect_on_the_next_call(vault: HomeDir, tm
         assert error and line.startswith("grant_expired: ")
     states = {g["id"]: g["state"] for g in vault.ok("grant", "list")["grants"]}
     assert sorted(states.values()) == ["expired", "revoked"]
+
+
+async def _during_a_slow_call(home: HomeDir, token: str, act) -> tuple[bool, str]:
+    """Run a slow memory_retrieve, call ``act()`` once its job runs, and return the call's answer."""
+    answer: list[tuple[bool, object]] = []
+    async with mcp_session(home, token) as session, trio.open_nursery() as nursery:
+
+        async def slow() -> None:
+            answer.append(await call(session, "memory_retrieve", {"query": "slow", "mode": "bm25"}))
+
+        nursery.start_soon(slow)
+        running = lambda: any(j["state"] == "running" for j in home.ok("jobs")["jobs"])  # noqa: E731
+        await trio.to_thread.run_sync(lambda: home.wait_for(running, timeout=60, what="the search job"))
+        await trio.to_thread.run_sync(act)
+    error, line = answer[0]
+    assert isinstance(line, str)
+    return error, line
+
+
+async def test_a_revoke_or_an_expiry_during_a_call_drops_its_result(home: HomeDir, tmp_path: Path) -> None:
+    clock = tmp_path / "clock-offset"
+    clock.write_text("0")
+    with_hooks(home, step_delay_seconds={"IndexQuery": 4}, clock_offset_file=str(clock))
+    initialize(home)
+    _add(home, "notes", "slow", "a slow search result")
+    revoked = grant(home, "notes", "retrieve")
+    error, line = await _during_a_slow_call(home, revoked["token"], lambda: home.ok("grant", "revoke", revoked["id"]))
+    assert error and line.startswith("grant_revoked: ")
+    cut = [j for j in home.ok("jobs")["jobs"] if j["error"] and j["error"]["code"] == "grant_revoked"]
+    assert len(cut) == 1 and cut[0]["state"] == "failed"
+
+    expiring = grant(home, "notes", "retrieve", expires="1h")["token"]
+    error, line = await _during_a_slow_call(home, expiring, lambda: clock.write_text("7200"))
+    assert error and line.startswith("grant_expired: ")
 
 
 # -- acceptance 5: argument decoding ----------------------------------------------------------------------------

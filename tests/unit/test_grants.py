@@ -125,3 +125,19 @@ def test_expiry_forms() -> None:
     assert parse_expiry("2030-01-01T00:00:00+00:00", now) == 1893456000.0
     for bad in ("0m", "5w", "yesterday", "2020-01-01T00:00:00+00:00", ""):
         assert _code(parse_expiry, bad, now) == "invalid_argument"
+
+
+def test_the_guard_of_an_authorized_call_sees_revoke_expiry_and_lock(parts) -> None:
+    _, keyring, vaults, grants, clock, _ = parts
+    v1 = vaults.create("v1", False)
+    created = grants.create(v1, "c", ["search"], "1h")
+    guard = grants.guard(grants.authorize(created.token, "search"))
+    assert guard() is None
+    clock.now += 3600
+    assert guard().code == "grant_expired"
+    clock.now -= 3600
+    other = grants.guard(grants.authorize(grants.create(v1, "c", ["search"], "never").token, "search"))
+    grants.revoke(created.id, None)
+    assert guard().code == "grant_revoked" and other() is None  # revoke bumps only that grant's auth epoch
+    keyring.lock()
+    assert other().code == "vault_locked"
