@@ -360,6 +360,29 @@ def test_closing_stdin_during_a_slow_call_cancels_its_job(home: HomeDir) -> None
     assert jobs[0]["kind"] == "search"
 
 
+async def test_the_client_cancelling_a_call_cancels_its_job(home: HomeDir) -> None:
+    with_hooks(home, step_delay_seconds={"IndexQuery": 30})
+    initialize(home)
+    _add(home, "notes", "slow", "a slow search")
+    token = grant(home, "notes", "search,read")["token"]
+    async with mcp_session(home, token) as session, trio.open_nursery() as nursery:
+        scope = trio.CancelScope()
+
+        async def slow() -> None:
+            with scope:  # cancelling the call makes the SDK send notifications/cancelled
+                await session.call_tool("memory_search", {"query": "slow"})
+
+        nursery.start_soon(slow)
+        running = lambda: any(j["state"] == "running" for j in home.ok("jobs")["jobs"])  # noqa: E731
+        await trio.to_thread.run_sync(lambda: home.wait_for(running, timeout=60, what="the search job"))
+        scope.cancel()
+        cancelled = lambda: [j for j in home.ok("jobs")["jobs"] if j["state"] == "cancelled"]  # noqa: E731
+        jobs = await trio.to_thread.run_sync(lambda: home.wait_for(cancelled, timeout=60, what="a cancelled job"))
+        assert jobs[0]["kind"] == "search"
+        error, line = await call(session, "memory_read", {"id": "0000000000000000"})  # the session goes on
+        assert error and line.startswith("record_not_found: "), line
+
+
 def test_killing_the_parent_leaves_no_server_behind(home: HomeDir) -> None:
     parent = subprocess.Popen(
         [
