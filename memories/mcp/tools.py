@@ -132,8 +132,13 @@ TOOLS: dict[str, ToolSpec] = {
 }
 
 
+_MAX_ID_CHARS = 64
+"""Record ids are 16 hex digits; anything much longer is refused before it reaches a message or the daemon."""
+
+
 def _invalid(name: str, problem: str) -> MemoriesError:
-    return MemoriesError("invalid_argument", f"{name}: {problem}")
+    shown = name if len(name) <= _MAX_ID_CHARS and name.isprintable() else repr(name[:_MAX_ID_CHARS]) + "…"
+    return MemoriesError("invalid_argument", f"{shown}: {problem}")
 
 
 def _value(argument: Argument, raw: Any) -> Any:
@@ -145,6 +150,8 @@ def _value(argument: Argument, raw: Any) -> Any:
             raise _invalid(name, f"expected one of {', '.join(argument.choices)}")
         if name == "query" and len(raw.encode("utf-8", "surrogatepass")) > MAX_QUERY_BYTES:
             raise MemoriesError("query_too_long", f"query: longer than {MAX_QUERY_BYTES:,} UTF-8 bytes (R-17)")
+        if name == "id" and not (0 < len(raw) <= _MAX_ID_CHARS and raw.isprintable()):
+            raise _invalid(name, "expected a record id")
         return raw
     if argument.kind == "boolean":
         if isinstance(raw, bool):
@@ -175,7 +182,7 @@ def decode(tool: str, arguments: dict[str, Any] | None) -> p.ToolCall:
     """
     spec = TOOLS.get(tool)
     if spec is None:
-        raise MemoriesError("invalid_argument", f"unknown tool {tool!r}; the tools are {', '.join(TOOLS)}")
+        raise MemoriesError("invalid_argument", f"unknown tool {tool[:64]!r}; the tools are {', '.join(TOOLS)}")
     given = dict(arguments or {})
     known = {a.name for a in spec.arguments}
     for name in given:

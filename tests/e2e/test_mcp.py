@@ -291,6 +291,10 @@ async def test_arguments_are_decoded_strictly(vault: HomeDir) -> None:
         assert error and line.startswith("query_too_long: ")
         error, line = await call(session, "memory_read", {"id": "x", "offset": -1})
         assert error and line == "invalid_argument: offset: must be at least 0"
+        error, line = await call(session, "memory_read", {"id": "x" * 100_000})
+        assert error and line == "invalid_argument: id: expected a record id"
+        error, line = await call(session, "memory_search", {"query": "q", "k" * 100_000: 1})
+        assert error and line.startswith("invalid_argument: 'kkk") and len(line) < 200
 
 
 # -- acceptance 6: result caps ----------------------------------------------------------------------------------
