@@ -48,6 +48,7 @@ CODES: dict[str, str] = {
     "body_too_large": "The body exceeds the largest accepted size.",
     "invalid_utf8": "The body is not valid UTF-8 text.",
     "invalid_argument": "An argument has the right type but an unusable value.",
+    "confirmation_required": "A command that cannot be undone needs --yes when it cannot ask on a terminal.",
     # Config
     "invalid_config": "config.toml has an unknown key, a wrong type, a bad value or a secret.",
     "client_config_invalid": "An AI client's config file does not parse or cannot be written; it was left unchanged.",

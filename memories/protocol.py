@@ -93,6 +93,19 @@ class VaultPolicy(_Message):
     device_only: bool
 
 
+class VaultRename(_Message):
+    """``vault rename``: give the vault ``name`` (its id, keys and records stay)."""
+
+    vault: str
+    name: str
+
+
+class VaultDelete(_Message):
+    """``vault delete``: remove the vault, its key and every record (the CLI asks to confirm first)."""
+
+    vault: str
+
+
 class MemoryAdd(_Message):
     """``memory add``; ``body`` is raw bytes so the daemon is the one place that checks UTF-8 and size."""
 
@@ -135,6 +148,14 @@ class MemoryDelete(_Message):
 
     vault: str
     id: str
+
+
+class MemoryMove(_Message):
+    """``memory move``: move record ``id`` with every revision from ``vault`` to vault ``to``."""
+
+    vault: str
+    id: str
+    to: str
 
 
 class MemorySearch(_Message):
@@ -273,11 +294,14 @@ Request = (
     | VaultList
     | VaultShow
     | VaultPolicy
+    | VaultRename
+    | VaultDelete
     | MemoryAdd
     | MemoryRead
     | MemoryList
     | MemoryUpdate
     | MemoryDelete
+    | MemoryMove
     | MemorySearch
     | RagIngest
     | RagSearch
@@ -361,6 +385,14 @@ class VaultDetail(_Message):
     records: int
 
 
+class VaultDeleted(_Message):
+    """``vault delete``: the vault that is gone and how many records went with it."""
+
+    id: str
+    name: str
+    records: int
+
+
 class VaultListing(_Message):
     """``vault list``."""
 
@@ -407,11 +439,13 @@ class RecordListing(_Message):
     records: list[RecordSummary]
 
 
-class ErrorInfo(msgspec.Struct):
-    """A stable error code (listed in :mod:`memories.errors`) and a message for people."""
+class ErrorInfo(msgspec.Struct, omit_defaults=True):
+    """A stable error code (listed in :mod:`memories.errors`) and a message for people; ``details`` only where a
+    script needs the facts (``vault_too_large``: ``limit``, ``max``, ``value``, ``over``)."""
 
     code: str
     message: str
+    details: dict[str, Any] | None = None
 
 
 class JobInfo(msgspec.Struct):
@@ -450,10 +484,13 @@ class IngestResult(msgspec.Struct):
     error: ErrorInfo | None = None
 
 
-class IngestReport(_Message):
-    """``rag ingest``: one result per path found (files stored, refused or skipped)."""
+class IngestReport(_Message, omit_defaults=True):
+    """``rag ingest``: one result per path found (files stored, refused or skipped). ``over_limit``: the cards are
+    stored, but the vault is now over a per-vault index limit (``vault_too_large``), so its searches fail; the CLI
+    exits 3."""
 
     results: list[IngestResult]
+    over_limit: ErrorInfo | None = None
 
 
 class SearchHit(msgspec.Struct, omit_defaults=True):
@@ -640,6 +677,7 @@ Result = (
     | DaemonStatus
     | VaultInfo
     | VaultDetail
+    | VaultDeleted
     | VaultListing
     | RecordRef
     | RecordView

@@ -162,6 +162,18 @@ class Store:
         ).fetchall()
         return [VaultRow(r[0], r[1], bool(r[2]), r[3], r[4]) for r in rows]
 
+    def rename_vault(self, vault_id: str, name: str) -> None:
+        """Raises ``sqlite3.IntegrityError`` when the name is taken."""
+        with self._transaction():
+            self._db.execute("UPDATE vaults SET name = ? WHERE id = ?", (name, vault_id))
+
+    def delete_vault(self, vault_id: str) -> None:
+        """Remove a vault, its wrapped key and every record and revision, in one transaction."""
+        with self._transaction():
+            self._db.execute("DELETE FROM revisions WHERE vault_id = ?", (vault_id,))
+            self._db.execute("DELETE FROM records WHERE vault_id = ?", (vault_id,))
+            self._db.execute("DELETE FROM vaults WHERE id = ?", (vault_id,))
+
     def set_device_only(self, vault_id: str, device_only: bool) -> None:
         """Change a vault's device-only policy."""
         with self._transaction():
@@ -243,6 +255,38 @@ class Store:
             for record_id, revision, header, body in rows:
                 found[record_id] = (revision, header, body)
         return found
+
+    def revisions(self, vault_id: str, record_id: str) -> list[RevisionRow]:
+        """Every revision of a live record, oldest first (``created`` is the record's, ``updated`` the revision's
+        time), or ``[]``."""
+        rows = self._db.execute(
+            """
+            SELECT r.id, v.revision, r.created, v.created, v.header, v.body
+            FROM records AS r
+            JOIN revisions AS v ON v.vault_id = r.vault_id AND v.record_id = r.id
+            WHERE r.vault_id = ? AND r.id = ?
+            ORDER BY v.revision
+            """,
+            (vault_id, record_id),
+        ).fetchall()
+        return [RevisionRow(*row) for row in rows]
+
+    def move_record(self, source_vault: str, target_vault: str, record_id: str, revisions: list[RevisionRow]) -> None:
+        """Replace a record of ``source_vault`` by the same record (id, times, revisions re-sealed by the caller)
+        in ``target_vault``, in one transaction. Raises ``sqlite3.IntegrityError`` if the target has that id."""
+        latest = revisions[-1]
+        with self._transaction():
+            self._db.execute(
+                "INSERT INTO records (vault_id, id, latest, created, updated) VALUES (?, ?, ?, ?, ?)",
+                (target_vault, record_id, latest.revision, latest.created, latest.updated),
+            )
+            self._db.executemany(
+                "INSERT INTO revisions (vault_id, record_id, revision, created, header, body) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [(target_vault, record_id, row.revision, row.updated, row.header, row.body) for row in revisions],
+            )
+            self._db.execute("DELETE FROM revisions WHERE vault_id = ? AND record_id = ?", (source_vault, record_id))
+            self._db.execute("DELETE FROM records WHERE vault_id = ? AND id = ?", (source_vault, record_id))
 
     def delete_record(self, vault_id: str, record_id: str) -> None:
         """Remove a record and every revision (their pages are zeroed by ``secure_delete``)."""

@@ -28,7 +28,7 @@ from memories.config import HttpConfig
 from memories.models.manifest import Manifest
 from memories.protocol import TAG_FIELD, InstalledFile, MatchMode, SearchMode
 
-WORKER_PROTOCOL_VERSION = 1
+WORKER_PROTOCOL_VERSION = 2
 """Bumped with every change of a message below. A worker reporting another version (or another package
 version, :data:`INSTALL`) is refused."""
 
@@ -95,8 +95,8 @@ class IndexStale(_Message):
 
 
 class IndexSynced(_Message):
-    """:class:`IndexSync` applied (with ``final``, the cache is at the request's epoch), or the cache is at the
-    epoch :class:`IndexAtEpoch` asked about."""
+    """:class:`IndexSync` applied (with ``final``, the cache is at the request's epoch), the cache is at the
+    epoch :class:`IndexAtEpoch` asked about, or :class:`IndexDrop` forgot it."""
 
 
 class QueryChecked(_Message):
@@ -265,6 +265,12 @@ class IndexAtEpoch(WorkerRequest[IndexSynced | IndexStale]):
     epoch: int
 
 
+class IndexDrop(WorkerRequest[IndexSynced]):
+    """Forget one vault's cache and the plaintext in it (the vault was deleted)."""
+
+    vault: str
+
+
 class IndexCheckQuery(WorkerRequest[QueryChecked]):
     """Analyze a query without searching (limits, term count), before any costly step of a search."""
 
@@ -318,6 +324,7 @@ WorkerRequestBody = (
     | IndexStoreVectors
     | IndexStatus
     | IndexAtEpoch
+    | IndexDrop
     | EmbedLoad
     | EmbedBatch
     | EmbedQuery

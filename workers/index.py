@@ -114,6 +114,12 @@ def status(request: w.IndexStatus, ctx: Context) -> w.IndexState:
     return cache.state(request.space_key)
 
 
+def drop(request: w.IndexDrop, ctx: Context) -> w.IndexSynced:
+    """Forget a deleted vault's cache and its plaintext."""
+    _caches.pop(request.vault, None)
+    return w.IndexSynced()
+
+
 if __name__ == "__main__":
     run_worker(
         "index",
@@ -125,5 +131,6 @@ if __name__ == "__main__":
             w.IndexStoreVectors: store_vectors,
             w.IndexStatus: status,
             w.IndexAtEpoch: at_epoch,
+            w.IndexDrop: drop,
         },
     )

@@ -1,4 +1,4 @@
-"""``memory add|read|list|update|delete|search``: records of a vault.
+"""``memory add|read|list|update|delete|move|search``: records of a vault.
 
 A body comes from ``--body``, ``--file PATH`` or standard input; it must be UTF-8 and at most 2 MiB
 (:data:`~memories.limits.MAX_BODY_BYTES`); an empty body is allowed. Listing never prints a body.
@@ -213,6 +213,15 @@ def update(
 def delete(session: Session, vault_ref: str, record_id: str) -> None:
     """Delete a record and all its revisions."""
     session.emit(*session.call(p.MemoryDelete(vault=vault_ref, id=record_id)), lambda d: click.echo("deleted"))
+
+
+@command(memory)
+@click.argument("vault_ref", metavar="VAULT")
+@click.argument("record_id", metavar="ID")
+@click.option("--to", "target", required=True, metavar="VAULT", help="The vault to move the record to.")
+def move(session: Session, vault_ref: str, record_id: str, target: str) -> None:
+    """Move a record with every revision to another vault (same id and revisions, sealed with that vault's key)."""
+    session.emit(*session.call(p.MemoryMove(vault=vault_ref, id=record_id, to=target)), _show_ref)
 
 
 @command(memory)

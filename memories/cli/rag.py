@@ -34,8 +34,8 @@ def ingest(
 ) -> int:
     """Import UTF-8 .md/.txt files as general, encrypted knowledge cards.
 
-    Exit status: 0 when every file went in (or was unchanged/skipped), 3 when some were refused, 1 when nothing
-    went in.
+    Exit status: 0 when every file went in (or was unchanged/skipped), 3 when some were refused or the vault is now
+    over a per-vault index limit, 1 when nothing went in.
     """
     if title is not None and (len(paths) > 1 or os.path.isdir(paths[0])):
         raise click.UsageError("--title needs exactly one file")
@@ -63,6 +63,10 @@ def ingest(
         click.echo(", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "nothing to import")
 
     session.emit(document, warnings, human)
+    if document.get("over_limit"):
+        over = document["over_limit"]
+        click.echo(f"error: {over['code']}: the cards are stored, but {printable(over['message'])}", err=True)
+        return EXIT_PARTIAL
     statuses = [r["status"] for r in document["results"]]
     if "refused" not in statuses:
         return 0

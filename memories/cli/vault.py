@@ -1,18 +1,20 @@
-"""``vault create|list|show|policy``. Every VAULT argument is a vault id or its unique name."""
+"""``vault create|list|show|policy|rename|delete``. Every VAULT argument is a vault id or its unique name."""
 
 from __future__ import annotations
 
 import datetime
+import sys
 
 import click
 
 from memories import protocol as p
-from memories.cli.output import Session, command, table
+from memories.cli.output import Session, command, printable, table
+from memories.errors import MemoriesError
 
 
 @click.group()
 def vault() -> None:
-    """Create and inspect vaults."""
+    """Create, inspect, rename and delete vaults."""
 
 
 def _show_vault(document: dict) -> None:
@@ -59,3 +61,35 @@ def policy(session: Session, vault_ref: str, device_only: str) -> None:
     """Turn the device-only policy on or off."""
     request = p.VaultPolicy(vault=vault_ref, device_only=device_only == "on")
     session.emit(*session.call(request), _show_vault)
+
+
+@command(vault)
+@click.argument("vault_ref", metavar="VAULT")
+@click.argument("name")
+def rename(session: Session, vault_ref: str, name: str) -> None:
+    """Give a vault a new name (its id and records stay)."""
+    session.emit(*session.call(p.VaultRename(vault=vault_ref, name=name)), _show_vault)
+
+
+@command(vault)
+@click.argument("vault_ref", metavar="VAULT")
+@click.option("--yes", is_flag=True, help="Do not ask (needed when standard input is not a terminal).")
+def delete(session: Session, vault_ref: str, yes: bool) -> None:
+    """Delete a vault, its key and every record in it; this cannot be undone. Asks first on a terminal."""
+    if not yes:
+        if not sys.stdin.isatty():
+            raise MemoriesError(
+                "confirmation_required", f"deleting vault {vault_ref!r} cannot be undone; give --yes to confirm"
+            )
+        shown, _ = session.call(p.VaultShow(vault=vault_ref))
+        question = (
+            f"Delete vault {printable(shown['name'])} ({shown['id']}) and its {shown['records']} records? "
+            "This cannot be undone"
+        )
+        if not click.confirm(question, err=True):
+            raise MemoriesError("cancelled", "nothing was deleted")
+        vault_ref = shown["id"]  # the vault that was confirmed, even if a name changed meanwhile
+    session.emit(
+        *session.call(p.VaultDelete(vault=vault_ref)),
+        lambda d: click.echo(f"deleted vault {printable(d['name'])} ({d['id']}) with {d['records']} records"),
+    )

@@ -34,6 +34,29 @@ SYNC_ATTEMPTS = 3
 """Times a query may find the cache stale before the job gives up with ``vault_changed``."""
 
 
+_LIMIT_UNITS = {"chunks": "chunks", "text_bytes": "bytes of text and metadata", "vector_bytes": "bytes of vectors"}
+
+
+def too_large_error(vault: VaultRow, exc: MemoriesError) -> MemoriesError:
+    """The index worker's ``vault_too_large`` (``details``: ``limit``, ``max``, ``value``) told by vault name, with
+    how far over the limit the vault is (``details["over"]``) and the way down."""
+    limit, maximum, value = exc.details["limit"], exc.details["max"], exc.details["value"]
+    unit = _LIMIT_UNITS.get(limit, limit)
+    return MemoriesError(
+        "vault_too_large",
+        f"vault {vault.name!r} would hold {value:,} {unit}, {value - maximum:,} over the limit of {maximum:,}; "
+        f"searches of it fail until records are deleted or moved to another vault (`memory move`)",
+        {
+            "vault": vault.name,
+            "vault_id": vault.id,
+            "limit": limit,
+            "max": maximum,
+            "value": value,
+            "over": value - maximum,
+        },
+    )
+
+
 class CacheSync:
     """Calls to the index worker that first bring its cache of the vault to the job's epoch."""
 
@@ -100,9 +123,11 @@ class CacheSync:
                 try:
                     reply = await job.call(index, sync)
                 except MemoriesError as exc:
-                    if exc.code == "vault_too_large":
-                        self._too_large[vault.id] = exc.message
-                    raise
+                    if exc.code != "vault_too_large":
+                        raise
+                    named = too_large_error(vault, exc)
+                    self._too_large[vault.id] = named.message
+                    raise named from None
                 if isinstance(reply, w.IndexStale):
                     return  # the cache was evicted or rebuilt meanwhile: the caller asks again and starts over
             self._too_large.pop(vault.id, None)

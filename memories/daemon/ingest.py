@@ -109,12 +109,18 @@ class Ingest:
                 results.append(await self._ingest_one(vault, item, request.title))
                 done += 1
                 job.progress(done, total, "files")
-            if any(result.status in ("added", "updated") for result in results):
+            over_limit = None
+            if any(result.status in ("added", "updated", "moved") for result in results):
                 try:
                     await daemon.cache_sync.refresh(job, vault)
                 except MemoriesError as exc:  # the cards are stored; the index is rebuilt at the next search
-                    conn.warnings.append(f"the cards are stored, but the search index is not up to date: {exc.message}")
-            return p.IngestReport(results=results)
+                    if exc.code != "vault_too_large":
+                        conn.warnings.append(
+                            f"the cards are stored, but the search index is not up to date: {exc.message}"
+                        )
+                    else:
+                        over_limit = p.ErrorInfo(code=exc.code, message=exc.message, details=exc.details)
+            return p.IngestReport(results=results, over_limit=over_limit)
 
         return await daemon.jobs.run(job, work)
 

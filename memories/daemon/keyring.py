@@ -95,6 +95,10 @@ class Keyring:
         """Seal a new vault's data key under the master key, bound to the vault id; raises ``vault_locked``."""
         return crypto.seal(self.master(), key, crypto.vault_key_aad(vault_id))
 
+    def forget_vault(self, vault_id: str) -> None:
+        """Drop one vault's data key (the vault was deleted)."""
+        self._vault_keys.pop(vault_id, None)
+
     def vault_key(self, vault: VaultRow) -> bytes:
         """The data key of ``vault`` (unwrapped once per unlock)."""
         master = self.master()

@@ -1,4 +1,5 @@
-"""Vault and record requests: ``vault create|list|show|policy`` and ``memory add|read|list|update|delete``.
+"""Vault and record requests: ``vault create|list|show|policy|rename|delete`` and
+``memory add|read|list|update|delete|move``.
 
 Each runs its store work in the store's thread (:meth:`Daemon.db`) and marks the vault changed afterwards, so
 every cache of it is stale from the next request on (R-19).
@@ -9,7 +10,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from memories import protocol as p
+from memories import worker_protocol as w
 from memories.daemon.server import Connection
+from memories.errors import MemoriesError
 from memories.store import VaultRow
 
 if TYPE_CHECKING:
@@ -29,11 +32,14 @@ class Records:
             p.VaultList: self._vault_list,
             p.VaultShow: self._vault_show,
             p.VaultPolicy: self._vault_policy,
+            p.VaultRename: self._vault_rename,
+            p.VaultDelete: self._vault_delete,
             p.MemoryAdd: self._memory_add,
             p.MemoryRead: self._memory_read,
             p.MemoryList: self._memory_list,
             p.MemoryUpdate: self._memory_update,
             p.MemoryDelete: self._memory_delete,
+            p.MemoryMove: self._memory_move,
         }
 
     async def _vault_create(self, request: p.VaultCreate, conn: Connection) -> p.Result:
@@ -56,6 +62,24 @@ class Records:
         vault = await self._daemon.db(self._daemon.vaults.set_policy, vault, request.device_only)
         self._daemon.content_changed(vault)
         return _vault_info(vault)
+
+    async def _vault_rename(self, request: p.VaultRename, conn: Connection) -> p.Result:
+        vault = await self._daemon.resolve_unlocked(request.vault)
+        return _vault_info(await self._daemon.db(self._daemon.vaults.rename, vault, request.name))
+
+    async def _vault_delete(self, request: p.VaultDelete, conn: Connection) -> p.Result:
+        """Cancel the vault's jobs, delete it with its key and records, and drop its cache in the index worker."""
+        daemon = self._daemon
+        vault = await daemon.resolve_unlocked(request.vault)
+        daemon.jobs.cancel_where("cancelled", vault.id)
+        records = await daemon.db(daemon.vaults.delete_vault, vault)
+        daemon.content_changed(vault)
+        try:
+            await daemon.workers["index"].call(w.IndexDrop(vault=vault.id))
+        except MemoriesError as exc:  # a worker that died (or was refused) holds no cache
+            if exc.code not in ("worker_crashed", "restart_needed"):
+                raise
+        return p.VaultDeleted(id=vault.id, name=vault.name, records=records)
 
     async def _memory_add(self, request: p.MemoryAdd, conn: Connection) -> p.Result:
         vault = await self._daemon.resolve_unlocked(request.vault)
@@ -101,6 +125,14 @@ class Records:
         await self._daemon.db(self._daemon.vaults.delete, vault, request.id)
         self._daemon.content_changed(vault)
         return p.Done(ok=True)
+
+    async def _memory_move(self, request: p.MemoryMove, conn: Connection) -> p.Result:
+        vault = await self._daemon.resolve_unlocked(request.vault)
+        target = await self._daemon.resolve_unlocked(request.to)
+        revision = await self._daemon.db(self._daemon.vaults.move, vault, request.id, target)
+        self._daemon.content_changed(vault)
+        self._daemon.content_changed(target)
+        return p.RecordRef(id=request.id, revision=revision)
 
 
 def _vault_info(row: VaultRow) -> p.VaultInfo:

@@ -13,6 +13,7 @@ record never makes the rest of a vault unreadable or unsearchable.
 
 from __future__ import annotations
 
+import functools
 import re
 import secrets
 import sqlite3
@@ -107,9 +108,7 @@ class Vaults:
     def create(self, name: str, device_only: bool) -> VaultRow:
         """Raises ``invalid_vault_name``, ``vault_name_taken``, ``vault_locked``. Names are kept in Unicode NFC, so
         two names that look the same are the same name."""
-        name = unicodedata.normalize("NFC", name)
-        if not name or len(name) > 64 or name != name.strip() or any(unicodedata.category(c)[0] == "C" for c in name):
-            raise MemoriesError("invalid_vault_name", f"{name!r} is not a usable vault name")
+        name = _check_name(name)
         existing = self._store.vaults()
         if any(name == vault.id for vault in existing):
             raise MemoriesError("vault_name_taken", f"{name!r} is the id of another vault; choose another name")
@@ -123,6 +122,34 @@ class Vaults:
         except sqlite3.IntegrityError:
             raise MemoriesError("vault_name_taken", f"a vault named {name!r} already exists") from None
         return row
+
+    def rename(self, vault: VaultRow, name: str) -> VaultRow:
+        """Give a vault another name (its id, keys and records stay).
+
+        Raises:
+            MemoriesError: ``invalid_vault_name``, ``vault_name_taken``, ``vault_locked``.
+        """
+        self._keys.master()
+        name = _check_name(name)
+        if any(name == other.id for other in self._store.vaults() if other.id != vault.id):
+            raise MemoriesError("vault_name_taken", f"{name!r} is the id of another vault; choose another name")
+        try:
+            self._store.rename_vault(vault.id, name)
+        except sqlite3.IntegrityError:
+            raise MemoriesError("vault_name_taken", f"a vault named {name!r} already exists") from None
+        return vault._replace(name=name)
+
+    def delete_vault(self, vault: VaultRow) -> int:
+        """Delete a vault with its key and every record and revision; returns how many records it held. Raises
+        ``vault_locked``."""
+        self._keys.master()
+        count = self._store.count_records(vault.id)
+        self._store.delete_vault(vault.id)
+        self._store.checkpoint()
+        self._keys.forget_vault(vault.id)
+        self._catalog.pop(vault.id, None)
+        self._damaged.pop(vault.id, None)
+        return count
 
     def list(self) -> list[VaultRow]:
         return self._store.vaults()
@@ -211,11 +238,50 @@ class Vaults:
     def delete(self, vault: VaultRow, record_id: str) -> None:
         self._keys.vault_key(vault)
         if not self._store.record_exists(vault.id, record_id):
-            raise _not_found(record_id, None)
+            raise _not_found(vault, record_id, None)
         self._store.delete_record(vault.id, record_id)
         self._store.checkpoint()
         self.catalog(vault).pop(record_id, None)
         self._damaged_in(vault).pop(record_id, None)
+
+    def move(self, vault: VaultRow, record_id: str, target: VaultRow) -> int:
+        """Move a record with every revision to ``target``: each revision is decrypted (authenticated) and sealed
+        again under the target vault's key and associated data, then one transaction inserts it there and removes
+        it here. The record keeps its id, revision numbers and times. Returns the latest revision.
+
+        Raises:
+            MemoriesError: ``record_not_found``, ``integrity_error`` (nothing moves), ``invalid_argument`` (the
+                same vault, or the target already has a record with that id), ``vault_locked``.
+        """
+        if target.id == vault.id:
+            raise MemoriesError("invalid_argument", f"record {record_id} is already in vault {vault.name!r}")
+        key, target_key = self._keys.vault_key(vault), self._keys.vault_key(target)
+        rows = self._store.revisions(vault.id, record_id)
+        if not rows:
+            raise _not_found(vault, record_id, None)
+        if self._store.record_exists(target.id, record_id):
+            raise MemoriesError("invalid_argument", f"vault {target.name!r} already has a record {record_id}")
+        moved, header = [], None
+        for row in rows:
+            header = _open_header(key, vault, record_id, row.revision, row.header)
+            body = _open_field(key, vault, record_id, row.revision, "body", row.body)
+            aad = functools.partial(crypto.record_aad, target.id, record_id, row.revision)
+            moved.append(
+                row._replace(
+                    header=crypto.seal(target_key, msgspec.msgpack.encode(header), aad("header")),
+                    body=crypto.seal(target_key, body, aad("body")),
+                )
+            )
+        assert header is not None
+        try:
+            self._store.move_record(vault.id, target.id, record_id, moved)
+        except sqlite3.IntegrityError:
+            raise MemoriesError("invalid_argument", f"vault {target.name!r} already has a record {record_id}") from None
+        self._store.checkpoint()
+        self.catalog(vault).pop(record_id, None)
+        self._damaged_in(vault).pop(record_id, None)
+        self.catalog(target)[record_id] = CatalogEntry(rows[-1].revision, header)
+        return rows[-1].revision
 
     def summaries(self, vault: VaultRow, kind: RecordKind | None) -> list[RecordSummary]:
         """Listing rows (never a body). Damaged records are always listed, marked ``damaged``; one whose header
@@ -303,7 +369,7 @@ class Vaults:
     ) -> tuple[RecordHeader, str, RevisionRow]:
         row = self._store.revision(vault.id, record_id, revision)
         if row is None:
-            raise _not_found(record_id, revision)
+            raise _not_found(vault, record_id, revision)
         header = _open_header(key, vault, record_id, row.revision, row.header)
         body = _open_field(key, vault, record_id, row.revision, "body", row.body)
         return header, body.decode("utf-8"), row
@@ -339,6 +405,14 @@ def decode_body(body: bytes) -> str:
         return body.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise MemoriesError("invalid_utf8", f"the body is not valid UTF-8 (byte {exc.start})") from None
+
+
+def _check_name(name: str) -> str:
+    """A vault name in NFC; raises ``invalid_vault_name``."""
+    name = unicodedata.normalize("NFC", name)
+    if not name or len(name) > 64 or name != name.strip() or any(unicodedata.category(c)[0] == "C" for c in name):
+        raise MemoriesError("invalid_vault_name", f"{name!r} is not a usable vault name")
+    return name
 
 
 def _check_title(title: str) -> str:
@@ -389,7 +463,7 @@ def _damaged_error(vault: VaultRow, record_id: str, revision: int, field: str, w
     )
 
 
-def _not_found(record_id: str, revision: int | None) -> MemoriesError:
+def _not_found(vault: VaultRow, record_id: str, revision: int | None) -> MemoriesError:
     if revision is None:
-        return MemoriesError("record_not_found", f"no record {record_id!r} in this vault")
-    return MemoriesError("record_not_found", f"record {record_id!r} has no revision {revision}")
+        return MemoriesError("record_not_found", f"no record {record_id!r} in vault {vault.name!r}")
+    return MemoriesError("record_not_found", f"record {record_id!r} in vault {vault.name!r} has no revision {revision}")

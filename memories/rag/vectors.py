@@ -107,7 +107,7 @@ class VectorStore:
                 "vault_too_large",
                 f"the vault's vectors would take {total:,} bytes, over the limit of {self.max_bytes:,} bytes "
                 f"({self.max_bytes / 2**20:g} MiB) per vault (R-21)",
-                {"limit_bytes": self.max_bytes, "vector_bytes": total},
+                {"limit": "vector_bytes", "max": self.max_bytes, "value": total},
             )
         first_row = len(self._matrix) + self._pending_rows
         for offset, key in enumerate(new):

@@ -464,21 +464,38 @@ def test_special_files_are_refused_without_reading_them(vault: HomeDir, tmp_path
     }
 
 
-def test_a_vault_over_the_chunk_limit_is_reported_at_ingest_and_in_status(vault: HomeDir, tmp_path: Path) -> None:
+def test_an_ingest_over_the_chunk_limit_exits_3_and_moving_records_out_fixes_search(
+    vault: HomeDir, tmp_path: Path
+) -> None:
     paragraph = "lorem ipsum dolor sit amet consectetur adipiscing elit " * 12 + "\n\n"
     body = (paragraph * (MAX_BODY_BYTES // len(paragraph)))[:MAX_BODY_BYTES]
-    for number in range(4):  # about 11,000 chunks: over the 10,000 of R-21
-        vault.ok("memory", "add", "notes", "--title", f"big {number}", stdin=body)
-    note = tmp_path / "small.md"
-    note.write_text("# Small\n\nthe last straw")
-    ingested = vault.ok("rag", "ingest", "notes", str(note))
-    assert ingested["results"][0]["status"] == "added"
-    assert any("10,000" in warning for warning in ingested["warnings"])
+    big = [vault.ok("memory", "add", "notes", "--title", f"big {n}", stdin=body)["id"] for n in range(2)]
+    vault.ok("memory", "update", "notes", big[0], "--title", "big 0, revised")
+    assert vault.ok("memory", "search", "notes", "lorem")["results"]  # about 7,000 chunks: under 10,000
+    note = tmp_path / "small.md"  # with it about 10,500
+    note.write_text("# Small\n\nthe last straw\n\n" + body[: MAX_BODY_BYTES - 100])
+    ingested = vault.run("rag", "ingest", "notes", str(note))
+    assert ingested.code == 3, ingested.stdout + ingested.stderr
+    assert ingested.doc["results"][0]["status"] == "added"  # the card is stored all the same
+    over = ingested.doc["over_limit"]
+    assert over["code"] == "vault_too_large"
+    assert over["details"]["limit"] == "chunks" and over["details"]["max"] == 10_000
+    assert over["details"]["over"] == over["details"]["value"] - 10_000 > 0
+    assert "'notes'" in over["message"] and f"{over['details']['over']:,} over" in over["message"]
+    assert "error: vault_too_large: " in ingested.stderr
     status = vault.ok("rag", "status", "notes")
     assert any("searches fail" in warning for warning in status["warnings"])
     assert status["cache"] == "cold"  # a vault over the limits holds no cache slot another vault could use
     error = vault.fails("vault_too_large", "rag", "search", "notes", "straw")
-    assert error["details"]["limit"] == "chunks" and error["details"]["max"] == 10_000
+    assert error["details"]["limit"] == "chunks" and error["details"]["vault"] == "notes"
+    vault.ok("vault", "create", "archive")
+    moved = vault.ok("memory", "move", "notes", big[0], "--to", "archive")
+    assert moved == {"id": big[0], "revision": 2}
+    assert [h["asset_id"] for h in vault.ok("rag", "search", "notes", "straw")["results"]] == [
+        ingested.doc["results"][0]["id"]
+    ]
+    assert vault.ok("memory", "read", "archive", big[0], "--revision", "1")["title"] == "big 0"
+    assert vault.ok("rag", "search", "archive", "lorem", "--limit", "1")["results"][0]["asset_id"] == big[0]
 
 
 def test_cli_boundary_errors_are_one_line(vault: HomeDir) -> None:
