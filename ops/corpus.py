@@ -18,7 +18,8 @@ import re
 from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 
-from memories.rag.notes import first_heading, front_matter_tags
+from memories.limits import MAX_TITLE_BYTES
+from memories.rag.notes import front_matter_tags, note_title, truncate_utf8
 from memories.worker_protocol import IndexRecord
 
 CORPUS = Path(__file__).resolve().parents[1] / "tests" / "corpus"
@@ -58,7 +59,8 @@ def load_notes(root: Path = CORPUS) -> list[IndexRecord]:
     """Every note of :func:`note_paths` as the card ``rag ingest`` would store, in manifest order.
 
     As the ingest job reads a file: UTF-8 with a leading BOM removed (strict, so an invalid file raises
-    ``UnicodeDecodeError``); title = :func:`~memories.rag.notes.first_heading`, else the file name; tags =
+    ``UnicodeDecodeError``); title = :func:`~memories.rag.notes.note_title` (cut to the title limit), else the file
+    name; tags =
     :func:`~memories.rag.notes.front_matter_tags`. ``id`` and ``source`` are the relative path, ``revision`` 1.
     """
     notes = []
@@ -69,7 +71,7 @@ def load_notes(root: Path = CORPUS) -> list[IndexRecord]:
                 id=path,
                 revision=1,
                 kind="card",
-                title=first_heading(body) or PurePosixPath(path).name,
+                title=truncate_utf8(note_title(body) or PurePosixPath(path).name, MAX_TITLE_BYTES),
                 body=body,
                 source=path,
                 tags=front_matter_tags(body),

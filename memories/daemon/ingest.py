@@ -30,8 +30,8 @@ from memories.daemon.server import Connection
 from memories.daemon.vaults import Origin, Vaults, split_tags
 from memories.errors import MemoriesError
 from memories.files import FileTooLarge, NotRegularFile, read_regular_file
-from memories.limits import MAX_BODY_BYTES
-from memories.rag.notes import first_heading, front_matter_tags
+from memories.limits import MAX_BODY_BYTES, MAX_TITLE_BYTES
+from memories.rag.notes import front_matter_tags, note_title, truncate_utf8
 from memories.store import VaultRow
 
 if TYPE_CHECKING:
@@ -277,7 +277,9 @@ def _read_note(candidate: _Candidate, title: str | None) -> _Note:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise _unsupported(path, f"it is not valid UTF-8 (byte {exc.start})") from None
-    title = title or first_heading(text) or path.name
+    # A heading or file name over the title limit is cut, not a reason to refuse the file (an explicit --title
+    # over the limit is still refused: the user chose it).
+    title = title or truncate_utf8(note_title(text) or path.name, MAX_TITLE_BYTES)
     return _Note(path=os.path.realpath(path), title=title, body=text, tags=front_matter_tags(text))
 
 

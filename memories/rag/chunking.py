@@ -67,7 +67,9 @@ class Chunk(msgspec.Struct, frozen=True):
     chunk_hash: str
 
 
-def chunk_text(body: str, *, max_chars: int = MAX_CHUNK_CHARS, overlap: int = CHUNK_OVERLAP) -> list[Chunk]:
+def chunk_text(
+    body: str, *, begin: int = 0, max_chars: int = MAX_CHUNK_CHARS, overlap: int = CHUNK_OVERLAP
+) -> list[Chunk]:
     """Cut ``body`` into chunks of at most ``max_chars`` code points overlapping by about ``overlap``.
 
     The end of a chunk is the last boundary of the best class found in the back half of its window, so chunks
@@ -77,6 +79,8 @@ def chunk_text(body: str, *, max_chars: int = MAX_CHUNK_CHARS, overlap: int = CH
 
     Args:
         body: the record body (a ``str`` without lone surrogates, as decoded from UTF-8).
+        begin: code point offset where the chunked text starts (after a note's front matter); spans still count
+            from the start of ``body``.
         max_chars: largest chunk in code points.
         overlap: wanted overlap in code points.
 
@@ -93,7 +97,7 @@ def chunk_text(body: str, *, max_chars: int = MAX_CHUNK_CHARS, overlap: int = CH
     if max_chars < 1 or overlap < 0 or 2 * overlap >= max_chars:
         raise ValueError(f"need max_chars >= 1 and 0 <= 2 * overlap < max_chars, got {max_chars}, {overlap}")
     text_end = len(body.rstrip())
-    start = _skip_space(body, 0)
+    start = _skip_space(body, begin)
     if start >= text_end:
         return []
     boundaries = _Boundaries(body)

@@ -1,11 +1,18 @@
-"""What a Markdown note says about itself: its first heading (the card's title) and its front-matter tags.
+"""What a Markdown note says about itself: its title, its front-matter tags and where its front matter ends.
 
-Light (regular expressions and PyYAML), so the ingest job, the benchmarks and the tests read notes the same way.
+Light (regular expressions and PyYAML), so the ingest job, the index worker, the benchmarks and the tests read
+notes the same way.
 
->>> first_heading("---\\ntitle: x\\n---\\n```\\n# not this\\n```\\n## Ownership rules\\n")
+>>> note_title("---\\ntitle: From the front matter\\n---\\n# A heading\\n")
+'From the front matter'
+>>> note_title("```\\n# not this\\n```\\n## Ownership rules\\n")
 'Ownership rules'
+>>> note_title("Setext title\\n============\\n\\nbody")
+'Setext title'
 >>> front_matter_tags("---\\ntags: [rust, 所有權]\\n---\\nbody")
 ['rust', '所有權']
+>>> front_matter_end("---\\ntags: [a]\\n---\\nbody")
+18
 """
 
 from __future__ import annotations
@@ -15,37 +22,79 @@ import re
 import yaml
 
 _HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
+_SETEXT_UNDERLINE = re.compile(r"^ {0,3}(?:=+|-+)[ \t]*$")
+_NOT_PARAGRAPH = re.compile(r"^ {0,3}(?:[-*+>]|\d{1,9}[.)])(?:[ \t]|$)|^(?: {4}|\t)")  # list, quote, indented code
 _FENCE = re.compile(r"^ {0,3}(```|~~~)")
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.DOTALL)
 
 
-def first_heading(text: str) -> str | None:
-    """The text of the first ATX Markdown heading outside front matter and fenced code, or ``None``."""
-    match = _FRONT_MATTER.match(text)
-    lines = text[match.end() if match else 0 :].splitlines()
+def note_title(text: str) -> str | None:
+    """The note's title: the front matter's ``title`` (a non-empty string), else the first heading outside front
+    matter and fenced code (ATX ``# Title`` or Setext ``Title`` underlined with ``===`` or ``---``), with runs of
+    whitespace made one space; ``None`` when there is neither. Callers cap its length
+    (:func:`truncate_utf8`)."""
+    title = _front_matter(text).get("title")
+    if isinstance(title, str | int | float) and not isinstance(title, bool) and str(title).strip():
+        return " ".join(str(title).split())
+    heading = _first_heading(text[front_matter_end(text) :])
+    return " ".join(heading.split()) if heading else None
+
+
+def _first_heading(text: str) -> str | None:
     fence: str | None = None
-    for line in lines:
+    paragraph: list[str] = []  # lines of the paragraph a Setext underline would make a heading
+    for line in text.splitlines():
         marker = _FENCE.match(line)
         if marker:
             fence = None if fence == marker.group(1) else (fence or marker.group(1))
+            paragraph = []
             continue
-        if fence is None:
-            heading = _HEADING.match(line)
-            if heading and heading.group(1).strip():
-                return heading.group(1).strip()
+        if fence is not None:
+            continue
+        heading = _HEADING.match(line)
+        if heading and heading.group(1).strip():
+            return heading.group(1).strip()
+        if paragraph and _SETEXT_UNDERLINE.match(line):
+            return " ".join(part.strip() for part in paragraph)
+        if not line.strip() or (not paragraph and _NOT_PARAGRAPH.match(line)):
+            paragraph = []
+        else:
+            paragraph.append(line)
     return None
+
+
+def truncate_utf8(text: str, max_bytes: int) -> str:
+    """``text`` if its UTF-8 form fits in ``max_bytes``, else its longest prefix that fits with an ellipsis
+    (``…``, 3 bytes) appended, cut at a character boundary (never inside a code point; a combining mark may be
+    left without its base's company, which is still valid text)."""
+    data = text.encode("utf-8")
+    if len(data) <= max_bytes:
+        return text
+    return data[: max_bytes - 3].decode("utf-8", "ignore").rstrip() + "…"
+
+
+def front_matter_end(text: str) -> int:
+    """The code point offset where the text after YAML front matter (``---`` … ``---`` or ``...`` at the very
+    start) begins; 0 without front matter."""
+    match = _FRONT_MATTER.match(text)
+    return match.end() if match else 0
+
+
+def _front_matter(text: str) -> dict:
+    """The front matter as a mapping; ``{}`` when absent, malformed or not a mapping."""
+    match = _FRONT_MATTER.match(text)
+    if not match:
+        return {}
+    try:
+        data = yaml.safe_load(match.group(1))
+    except yaml.YAMLError:
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def front_matter_tags(text: str) -> list[str]:
     """``tags`` of YAML front matter (a list or a comma-separated string); ``[]`` when absent or malformed."""
-    match = _FRONT_MATTER.match(text)
-    if not match:
-        return []
-    try:
-        data = yaml.safe_load(match.group(1))
-    except yaml.YAMLError:
-        return []
-    tags = data.get("tags") if isinstance(data, dict) else None
+    tags = _front_matter(text).get("tags")
     if isinstance(tags, str):
         return [tag.strip() for tag in tags.split(",") if tag.strip()]
     if isinstance(tags, list):

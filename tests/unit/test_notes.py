@@ -1,0 +1,64 @@
+"""Issue 12, titles: front-matter ``title``, Setext and ATX headings; long titles cut; front matter not chunked."""
+
+from __future__ import annotations
+
+import doctest
+
+import pytest
+
+from memories.rag import notes
+from memories.rag.chunking import chunk_text
+from memories.rag.notes import front_matter_end, note_title, truncate_utf8
+from memories.rag.vault_index import VaultIndex
+from memories.worker_protocol import IndexRecord
+
+
+def test_doctests() -> None:
+    assert doctest.testmod(notes).failed == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "title"),
+    [
+        ("# ATX\n\nbody", "ATX"),
+        ("Setext one\n==========\n\nbody", "Setext one"),
+        ("Setext two\n---\n\nbody", "Setext two"),
+        ("A paragraph\nover two lines\n=====\n", "A paragraph over two lines"),
+        ("---\ntitle: Front matter wins\n---\n# Heading\n", "Front matter wins"),
+        ("---\ntitle: 2024\n---\nbody", "2024"),
+        ("---\ntitle: ''\n---\nSetext after empty title\n===\n", "Setext after empty title"),
+        ("---\ntitle: [not, a, string]\n---\n# Heading\n", "Heading"),
+        ("---\ntags: [a]\n---\n# After front matter\n", "After front matter"),
+        ("text\n\n---\n\n# After a rule\n", "After a rule"),  # a rule after a blank line is no Setext underline
+        ("- item\n---\n# Real\n", "Real"),  # a list item is not a paragraph
+        ("```\nfenced\n===\n# not this\n```\nOutside\n=======\n", "Outside"),
+        ("#   Spaced    out   #\n", "Spaced out"),
+        ("no heading at all\n", None),
+        ("", None),
+    ],
+)
+def test_note_title(text: str, title: str | None) -> None:
+    assert note_title(text) == title
+
+
+def test_truncate_utf8_cuts_at_a_character_boundary() -> None:
+    assert truncate_utf8("short", 10) == "short"
+    cut = truncate_utf8("資" * 2000, 4096)  # 6,000 bytes
+    assert len(cut.encode()) <= 4096 and cut.endswith("…") and set(cut[:-1]) == {"資"}
+    assert truncate_utf8("ab😀cd", 7) == "ab…"  # the 4-byte emoji does not fit in the 4 bytes before the ellipsis
+
+
+def test_front_matter_is_not_chunked_but_spans_count_from_the_body_start() -> None:
+    body = "---\ntitle: T\ntags: [x]\n---\n\nThe first real paragraph."
+    start = front_matter_end(body)
+    assert body[start:].lstrip().startswith("The first")
+    [chunk] = chunk_text(body, begin=start)
+    assert chunk.text == "The first real paragraph."
+    assert body.encode()[chunk.byte_start : chunk.byte_end].decode() == chunk.text
+    index = VaultIndex("v")
+    record = IndexRecord(id="r", revision=1, kind="card", title="T", body=body, source="n.md", tags=["x"])
+    index.apply([record], [])
+    assert [row.chunk.text for row in index.rows()] == ["The first real paragraph."]
+    only_front_matter = IndexRecord(id="f", revision=1, kind="card", title="F", body="---\na: 1\n---\n", tags=[])
+    index.apply([only_front_matter], [])  # found by its title, like an empty body
+    assert len(list(index.rows())) == 2
