@@ -25,6 +25,10 @@ MAX_RESULTS = 100
 
 MAX_PASSPHRASE_BYTES = 1024
 
+MIN_PASSPHRASE_CHARS = 8
+"""Shortest passphrase ``init`` accepts, in code points, unless ``--allow-short-passphrase`` is given: everything
+else rests on it (Argon2id slows guessing; it cannot make a short passphrase strong)."""
+
 MAX_CACHED_VAULTS = 2
 """R-21: vaults whose index the index worker keeps at once (least recently used evicted)."""
 
@@ -53,3 +57,18 @@ def check_result_limit(limit: int) -> None:
         )
     if limit < 1:
         raise MemoriesError("invalid_argument", "--limit must be at least 1")
+
+
+def check_passphrase_length(passphrase: str) -> None:
+    """A new passphrase has at least :data:`MIN_PASSPHRASE_CHARS` code points.
+
+    Raises:
+        MemoriesError: ``invalid_passphrase``, with ``details`` ``{"min_chars"}``.
+    """
+    if len(passphrase) < MIN_PASSPHRASE_CHARS:
+        raise MemoriesError(
+            "invalid_passphrase",
+            f"the passphrase has {len(passphrase)} characters; use at least {MIN_PASSPHRASE_CHARS} "
+            "(or --allow-short-passphrase, if you must)",
+            {"min_chars": MIN_PASSPHRASE_CHARS},
+        )

@@ -53,9 +53,11 @@ class Stop(_Message):
 
 
 class Init(_Message):
-    """``init``: create the key hierarchy from a passphrase (UTF-8, never from a command-line argument)."""
+    """``init``: create the key hierarchy from a passphrase (UTF-8, never from a command-line argument); one shorter
+    than :data:`~memories.limits.MIN_PASSPHRASE_CHARS` only with ``allow_short``."""
 
     passphrase: str
+    allow_short: bool = False
 
 
 class Unlock(_Message):

@@ -9,17 +9,19 @@ import click
 from memories import protocol as p
 from memories.cli.output import Session, command
 from memories.errors import MemoriesError
-from memories.limits import MAX_PASSPHRASE_BYTES
+from memories.limits import MAX_PASSPHRASE_BYTES, check_passphrase_length
 
 _STDIN_HELP = "Read the passphrase as one line from standard input (never from an argument)."
 
 
-def read_passphrase(from_stdin: bool, confirm: bool) -> str:
-    """The passphrase from one line of stdin (without its line ending) or a hidden terminal prompt.
+def read_passphrase(from_stdin: bool, confirm: bool, *, check_length: bool = False) -> str:
+    """The passphrase from one line of stdin (without its line ending) or a hidden terminal prompt. On a terminal,
+    an empty entry (and with ``check_length`` one that is too short) is asked for again, saying why.
 
     Raises:
-        MemoriesError: ``invalid_passphrase`` when stdin is empty or the two entries differ; ``invalid_argument``
-            when there is no terminal to prompt on and ``--passphrase-stdin`` was not given.
+        MemoriesError: ``invalid_passphrase`` when stdin is empty or the two entries differ, or with
+            ``check_length`` a passphrase from stdin is too short; ``invalid_argument`` when there is no terminal
+            to prompt on and ``--passphrase-stdin`` was not given.
     """
     if from_stdin:
         line = sys.stdin.buffer.readline(MAX_PASSPHRASE_BYTES + 2)  # never more than a passphrase and its newline
@@ -27,10 +29,22 @@ def read_passphrase(from_stdin: bool, confirm: bool) -> str:
             raise MemoriesError("invalid_passphrase", "standard input held no passphrase line")
         if len(line.rstrip(b"\r\n")) > MAX_PASSPHRASE_BYTES:
             raise MemoriesError("invalid_passphrase", f"the passphrase is longer than {MAX_PASSPHRASE_BYTES} bytes")
-        return line.rstrip(b"\r\n").decode("utf-8", "surrogateescape")
+        passphrase = line.rstrip(b"\r\n").decode("utf-8", "surrogateescape")
+        if check_length:
+            check_passphrase_length(passphrase)
+        return passphrase
     if not sys.stdin.isatty():
         raise MemoriesError("invalid_argument", "no terminal to prompt for a passphrase; use --passphrase-stdin")
-    first = click.prompt("Passphrase", hide_input=True, err=True)
+    while True:
+        first = click.prompt("Passphrase", hide_input=True, err=True, default="", show_default=False)
+        try:
+            if not first.strip():
+                raise MemoriesError("invalid_passphrase", "the passphrase cannot be empty or only spaces")
+            if check_length:
+                check_passphrase_length(first)
+            break
+        except MemoriesError as exc:
+            click.echo(f"{exc.message}; try again (Ctrl-C to stop)", err=True)
     if confirm and click.prompt("Repeat passphrase", hide_input=True, err=True) != first:
         raise MemoriesError("invalid_passphrase", "the two passphrases differ")
     return first
@@ -42,10 +56,14 @@ def _state(document: dict) -> None:
 
 @command(None)
 @click.option("--passphrase-stdin", is_flag=True, help=_STDIN_HELP)
-def init(session: Session, passphrase_stdin: bool) -> None:
+@click.option("--allow-short-passphrase", is_flag=True, help="Accept a passphrase shorter than 8 characters.")
+def init(session: Session, passphrase_stdin: bool, allow_short_passphrase: bool) -> None:
     """Create the key hierarchy of this home from a passphrase (the daemon must be running)."""
-    passphrase = read_passphrase(passphrase_stdin, confirm=True)
-    session.emit(*session.call(p.Init(passphrase=passphrase)), _state)
+    status, _ = session.call(p.Status())  # before asking for a passphrase that would be of no use
+    if status["initialized"]:
+        raise MemoriesError("already_initialized", "this home already has a key hierarchy; use `memories unlock`")
+    passphrase = read_passphrase(passphrase_stdin, confirm=True, check_length=not allow_short_passphrase)
+    session.emit(*session.call(p.Init(passphrase=passphrase, allow_short=allow_short_passphrase)), _state)
 
 
 @command(None)

@@ -13,7 +13,7 @@ import msgspec
 from memories import crypto
 from memories.config import CryptoConfig
 from memories.errors import MemoriesError
-from memories.limits import MAX_PASSPHRASE_BYTES
+from memories.limits import MAX_PASSPHRASE_BYTES, check_passphrase_length
 from memories.store import Store, VaultRow
 
 _KDF = "kdf"
@@ -46,15 +46,18 @@ class Keyring:
     def locked(self) -> bool:
         return self._master is None
 
-    def init(self, passphrase: str, cost: CryptoConfig) -> None:
+    def init(self, passphrase: str, cost: CryptoConfig, *, allow_short: bool = False) -> None:
         """Create the key hierarchy and leave the home unlocked.
 
         Raises:
-            MemoriesError: ``already_initialized``, ``invalid_passphrase``.
+            MemoriesError: ``already_initialized``, ``invalid_passphrase`` (also shorter than
+                :data:`~memories.limits.MIN_PASSPHRASE_CHARS` code points without ``allow_short``)
         """
         if self.initialized:
             raise MemoriesError("already_initialized", "this home already has a key hierarchy")
         _check_passphrase(passphrase)
+        if not allow_short:
+            check_passphrase_length(passphrase)
         params = crypto.new_kdf_params(cost.kdf_memory_kib, cost.kdf_iterations, cost.kdf_lanes)
         master = crypto.new_key()
         wrapped = crypto.seal(crypto.derive_kek(passphrase, params), master, crypto.master_key_aad())

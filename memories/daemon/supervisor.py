@@ -8,6 +8,7 @@ vaults, records) run here, with SQLite calls in a thread one at a time; requests
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import signal
@@ -274,7 +275,8 @@ class Daemon:
         self.stop()
 
     async def _init(self, request: p.Init, conn: Connection) -> p.Result:
-        await self.db(self.keyring.init, request.passphrase, self.config.crypto)
+        init = functools.partial(self.keyring.init, allow_short=request.allow_short)
+        await self.db(init, request.passphrase, self.config.crypto)
         return p.Done(ok=True, locked=False)
 
     async def _unlock(self, request: p.Unlock, conn: Connection) -> p.Result:

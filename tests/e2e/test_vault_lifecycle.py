@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-
-from tests.fixtures.daemon import HomeDir, memories_executable
+from tests.fixtures.daemon import HomeDir, run_on_terminal
 
 
 def _add(home: HomeDir, vault: str, title: str, body: str) -> str:
@@ -42,31 +39,13 @@ def test_delete_needs_yes_without_a_terminal_and_removes_everything(vault: HomeD
     assert vault.ok("memory", "list", "notes")["records"] == []
 
 
-def _on_a_terminal(home: HomeDir, answer: str, *args: str) -> tuple[int, str]:
-    """Run ``memories ARGS`` with a pseudo-terminal as standard input, typing ``answer``; (exit, stderr)."""
-    leader, follower = os.openpty()
-    try:
-        os.write(leader, answer.encode())
-        done = subprocess.run(
-            [memories_executable(), *args],
-            stdin=follower,
-            capture_output=True,
-            env={**os.environ, "MEMORIES_HOME": str(home.path)},
-            timeout=60,
-        )
-    finally:
-        os.close(leader)
-        os.close(follower)
-    return done.returncode, done.stderr.decode()
-
-
 def test_delete_asks_on_a_terminal(vault: HomeDir) -> None:
     _add(vault, "notes", "asked", "body")
-    code, stderr = _on_a_terminal(vault, "n\n", "vault", "delete", "notes")
-    assert code == 1 and "and its 1 records?" in stderr and "error: cancelled: " in stderr
+    refused = run_on_terminal(vault, ["vault", "delete", "notes"], [("and its 1 records?", "n")])
+    assert refused.code == 1 and "error: cancelled: " in refused.stdout
     assert vault.ok("vault", "show", "notes")["records"] == 1
-    code, stderr = _on_a_terminal(vault, "y\n", "vault", "delete", "notes")
-    assert code == 0, stderr
+    confirmed = run_on_terminal(vault, ["vault", "delete", "notes"], [("This cannot be undone", "y")])
+    assert confirmed.code == 0, confirmed.stdout
     vault.fails("vault_not_found", "vault", "show", "notes")
 
 
