@@ -103,7 +103,8 @@ class VaultRename(_Message):
 
 
 class VaultDelete(_Message):
-    """``vault delete``: remove the vault, its key and every record (the CLI asks to confirm first)."""
+    """``vault delete``: revoke the vault's grants, remove the vault, its key and every record (the CLI asks to
+    confirm first)."""
 
     vault: str
 
@@ -388,11 +389,12 @@ class VaultDetail(_Message):
 
 
 class VaultDeleted(_Message):
-    """``vault delete``: the vault that is gone and how many records went with it."""
+    """``vault delete``: the vault that is gone, how many records went with it and how many grants were revoked."""
 
     id: str
     name: str
     records: int
+    revoked_grants: int
 
 
 class VaultListing(_Message):

@@ -91,5 +91,8 @@ def delete(session: Session, vault_ref: str, yes: bool) -> None:
         vault_ref = shown["id"]  # the vault that was confirmed, even if a name changed meanwhile
     session.emit(
         *session.call(p.VaultDelete(vault=vault_ref)),
-        lambda d: click.echo(f"deleted vault {printable(d['name'])} ({d['id']}) with {d['records']} records"),
+        lambda d: click.echo(
+            f"deleted vault {printable(d['name'])} ({d['id']}) with {d['records']} records; "
+            f"{d['revoked_grants']} grants revoked"
+        ),
     )

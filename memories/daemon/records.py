@@ -68,18 +68,24 @@ class Records:
         return _vault_info(await self._daemon.db(self._daemon.vaults.rename, vault, request.name))
 
     async def _vault_delete(self, request: p.VaultDelete, conn: Connection) -> p.Result:
-        """Cancel the vault's jobs, delete it with its key and records, and drop its cache in the index worker."""
+        """Cancel the vault's jobs, revoke its grants, delete it with its key and records, and drop its cache in the
+        index worker. Grants are revoked first: a failure in between leaves a vault no AI client can reach."""
         daemon = self._daemon
         vault = await daemon.resolve_unlocked(request.vault)
         daemon.jobs.cancel_where("cancelled", vault.id)
-        records = await daemon.db(daemon.vaults.delete_vault, vault)
+
+        def delete() -> tuple[int, int]:
+            revoked = daemon.grants.revoke_vault(vault.id)
+            return daemon.vaults.delete_vault(vault), len(revoked)
+
+        records, revoked = await daemon.db(delete)
         daemon.content_changed(vault)
         try:
             await daemon.workers["index"].call(w.IndexDrop(vault=vault.id))
         except MemoriesError as exc:  # a worker that died (or was refused) holds no cache
             if exc.code not in ("worker_crashed", "restart_needed"):
                 raise
-        return p.VaultDeleted(id=vault.id, name=vault.name, records=records)
+        return p.VaultDeleted(id=vault.id, name=vault.name, records=records, revoked_grants=revoked)
 
     async def _memory_add(self, request: p.MemoryAdd, conn: Connection) -> p.Result:
         vault = await self._daemon.resolve_unlocked(request.vault)

@@ -27,10 +27,16 @@ def test_rename_keeps_id_and_records_and_refuses_a_taken_name(vault: HomeDir) ->
 def test_delete_needs_yes_without_a_terminal_and_removes_everything(vault: HomeDir) -> None:
     _add(vault, "notes", "gone", "deleted vaults leave nothing behind zyxwv")
     vault.ok("rag", "search", "notes", "zyxwv")  # the index worker holds a cache of it
+    grant = vault.ok("grant", "create", "notes", "--client", "tester", "--scope", "search")
+    vault.ok("vault", "create", "kept")
+    other = vault.ok("grant", "create", "kept", "--client", "tester", "--scope", "search")
     vault.fails("confirmation_required", "vault", "delete", "notes")
     assert vault.ok("vault", "show", "notes")["records"] == 1
     deleted = vault.ok("vault", "delete", "notes", "--yes")
-    assert (deleted["name"], deleted["records"]) == ("notes", 1)
+    assert (deleted["name"], deleted["records"], deleted["revoked_grants"]) == ("notes", 1, 1)
+    states = {g["id"]: g["state"] for g in vault.ok("grant", "list")["grants"]}
+    assert states == {grant["id"]: "revoked", other["id"]: "active"}
+    vault.ok("vault", "delete", "kept", "--yes")
     vault.fails("vault_not_found", "vault", "show", "notes")
     assert vault.ok("vault", "list")["vaults"] == []
     recreated = vault.ok("vault", "create", "notes")  # the name is free again; nothing of the old vault shows
