@@ -188,7 +188,10 @@ def _find_card(vaults: Vaults, vault: VaultRow, origin: Origin, source: str) -> 
             return record_id, "moved"
     for record_id, header in cards:
         if header.origin is None and header.meta.get("source") == source:
-            _, body = vaults.read_latest(vault, record_id)
+            try:
+                _, body = vaults.read_latest(vault, record_id)
+            except MemoriesError:  # a damaged card is nobody's match; memory list shows it
+                continue
             if hashlib.sha256(body.encode("utf-8")).hexdigest() == origin.sha256:
                 return record_id, "legacy"
     return None

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 
-from tests.fixtures.daemon import PASSPHRASE, HomeDir
+from tests.fixtures.daemon import PASSPHRASE, HomeDir, copy_fixture_home
 
 
 def _flip(home: HomeDir, record_id: str, field: str) -> None:
@@ -59,3 +60,16 @@ def test_a_tampered_header_is_listed_without_a_title_and_the_rest_still_works(va
     vault.fails("integrity_error", "memory", "update", "notes", bad, "--title", "x")
     vault.ok("memory", "delete", "notes", bad)
     assert [r["id"] for r in vault.ok("memory", "list", "notes")["records"]] == [good]
+
+
+def test_a_damaged_card_of_the_previous_release_does_not_block_an_ingest(tmp_path: Path) -> None:
+    home, notes, manifest = copy_fixture_home("release-0.1", tmp_path)
+    home.start()
+    try:
+        home.ok("unlock", "--passphrase-stdin", stdin=manifest["passphrase"] + "\n")
+        [old] = [r for r in manifest["vaults"][0]["records"] if r["source"] == "README.md"]
+        _flip(home, old["id"], "body")
+        [result] = home.ok("rag", "ingest", "notes", str(notes / "README.md"))["results"]
+        assert result["status"] == "added" and result["id"] != old["id"]
+    finally:
+        home.stop()
