@@ -227,6 +227,19 @@ async def test_revoke_and_expiry_take_effect_on_the_next_call(vault: HomeDir, tm
     assert sorted(states.values()) == ["expired", "revoked"]
 
 
+async def test_deleting_a_vault_revokes_its_grants_for_open_sessions(vault: HomeDir) -> None:
+    vault.ok("vault", "create", "doomed")
+    _add(vault, "doomed", "t", "doomed body")
+    token = grant(vault, "doomed", "search")["token"]
+    async with mcp_session(vault, token) as session:
+        assert not (await call(session, "memory_search", {"query": "doomed"}))[0]
+        vault.ok("vault", "delete", "doomed", "--yes")
+        vault.ok("vault", "create", "doomed")  # a new vault of the same name is not the grant's
+        _add(vault, "doomed", "t", "doomed body again")
+        error, line = await call(session, "memory_search", {"query": "doomed"})
+        assert error and line.startswith("grant_revoked: ")
+
+
 async def _during_a_slow_call(home: HomeDir, token: str, act) -> tuple[bool, str]:
     """Run a slow memory_retrieve, call ``act()`` once its job runs, and return the call's answer."""
     answer: list[tuple[bool, object]] = []
