@@ -434,6 +434,8 @@ def _alive(pid: int) -> bool:
 
 _PROBE = (
     "import atexit, sys\n"
+    "heavy = ('numpy', 'rjieba', 'jieba', 'onnxruntime', 'tokenizers', 'opencc')\n"
+    "atexit.register(lambda: sys.stderr.write(' '.join(m for m in heavy if m in sys.modules)))\n"
     "atexit.register(lambda: sys.stderr.write('MCP-LOADED' if 'mcp' in sys.modules else 'MCP-ABSENT'))\n"
     "sys.argv = ['memories', *sys.argv[1:]]\n"
     "from memories.cli import main\n"
@@ -460,3 +462,15 @@ def test_other_commands_never_import_the_sdk(vault: HomeDir, args: list[str]) ->
         timeout=60,
     )
     assert done.stderr.decode().endswith("MCP-ABSENT"), done.stderr
+
+
+def test_mcp_serve_is_a_thin_client(home: HomeDir) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, "mcp", "serve"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        env={**os.environ, "MEMORIES_HOME": str(home.path)},
+        timeout=60,
+    )
+    assert done.returncode == 0 and done.stdout == b""
+    assert done.stderr.decode() == "MCP-LOADED", done.stderr  # and none of the heavy modules
