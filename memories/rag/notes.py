@@ -21,6 +21,8 @@ import re
 
 import yaml
 
+from memories.rag.chunking import Chunk, chunk_text
+
 _HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
 _SETEXT_UNDERLINE = re.compile(r"^ {0,3}(?:=+|-+)[ \t]*$")
 _NOT_PARAGRAPH = re.compile(r"^ {0,3}(?:[-*+>]|\d{1,9}[.)])(?:[ \t]|$)|^(?: {4}|\t)")  # list, quote, indented code
@@ -71,6 +73,12 @@ def truncate_utf8(text: str, max_bytes: int) -> str:
     if len(data) <= max_bytes:
         return text
     return data[: max_bytes - 3].decode("utf-8", "ignore").rstrip() + "…"
+
+
+def note_chunks(text: str) -> list[Chunk]:
+    """The chunks the index cuts a record body into: :func:`~memories.rag.chunking.chunk_text` of the text after
+    its front matter (spans still count from the start of ``text``)."""
+    return chunk_text(text, begin=front_matter_end(text))
 
 
 def front_matter_end(text: str) -> int:

@@ -25,9 +25,9 @@ from memories.errors import MemoriesError
 from memories.limits import MAX_CHUNKS, MAX_TEXT_BYTES
 from memories.protocol import MatchMode
 from memories.rag.analysis import AnalyzedQuery, AnalyzedText, analyze_text
-from memories.rag.chunking import Chunk, chunk_text
+from memories.rag.chunking import Chunk
 from memories.rag.lexical import KeptChunk, LexicalEntry, LexicalIndex
-from memories.rag.notes import front_matter_end
+from memories.rag.notes import note_chunks
 from memories.worker_protocol import IndexRecord
 
 _TITLE_ONLY_CHUNK = Chunk(text="", start=0, end=0, byte_start=0, byte_end=0, chunk_hash=hashlib.sha256().hexdigest())
@@ -128,10 +128,7 @@ class VaultIndex:
             + sum(map(_text_bytes, incoming.values()))
         )
         self._check_limit("text_bytes", text_bytes, self._max_text_bytes)
-        chunks = {
-            record_id: chunk_text(record.body, begin=front_matter_end(record.body)) or [_TITLE_ONLY_CHUNK]
-            for record_id, record in incoming.items()
-        }
+        chunks = {record_id: note_chunks(record.body) or [_TITLE_ONLY_CHUNK] for record_id, record in incoming.items()}
         chunk_count = (
             len(self._rows)
             - sum(len(self._records[record_id].rowids) for record_id in leaving)

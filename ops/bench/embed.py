@@ -49,7 +49,7 @@ from memories.models.embedding import document_input, query_input
 from memories.models.local_onnx import GRAPH_PATH, PAD_ID, LocalOnnxEmbedder
 from memories.models.telemetry import disable_telemetry_environment
 from memories.protocol import MemoryAdd, RagIndex, RagSearch
-from memories.rag.chunking import chunk_text
+from memories.rag.notes import note_chunks
 from ops.bench.harness import BenchHome, resident_megabytes, timed
 from ops.corpus import CORPUS, load_notes, load_queries
 
@@ -82,12 +82,12 @@ def build_tiny_model(out_dir: Path) -> Path:
 def corpus_chunks(limit: int, corpus: Path = CORPUS, seed: int = 7) -> list[str]:
     """Up to ``limit`` document inputs (prefix and title included) from the sample notes, in a shuffled order.
 
-    The notes are cut by :func:`~memories.rag.chunking.chunk_text` and titled as ``rag ingest`` titles them, so
+    The notes are cut by :func:`~memories.rag.notes.note_chunks` and titled as ``rag ingest`` titles them, so
     these are the model inputs the daemon would embed for the corpus: at most
     :data:`~memories.rag.chunking.MAX_CHUNK_CHARS` code points each, of mixed token lengths (prose and code,
     Chinese and English, a shorter last chunk per note).
     """
-    chunks = [document_input(note.title, chunk.text) for note in load_notes(corpus) for chunk in chunk_text(note.body)]
+    chunks = [document_input(note.title, chunk.text) for note in load_notes(corpus) for chunk in note_chunks(note.body)]
     random.Random(seed).shuffle(chunks)
     return chunks[:limit]
 

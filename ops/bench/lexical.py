@@ -30,6 +30,7 @@ from memories.limits import MAX_CHUNKS
 from memories.protocol import MemoryUpdate, RagSearch, SearchReport
 from memories.rag.analysis import analyze_query, analyze_text
 from memories.rag.chunking import chunk_text
+from memories.rag.notes import note_chunks
 from memories.rag.vault_index import VaultIndex
 from memories.worker_protocol import IndexRecord
 from ops.bench.harness import PASSPHRASE, BenchHome, memories_executable, percentiles, program_environment, timed
@@ -74,7 +75,7 @@ def measure_ingest(records: list[IndexRecord]) -> list[Measurement]:
     chinese = [record for record in records if _is_chinese(record.body)]
     for label, subset in (("Chinese notes", chinese), ("all notes", records)):
         size = sum(len(record.body.encode()) for record in subset) / MIB
-        chunks = [chunk for record in subset for chunk in chunk_text(record.body)]
+        chunks = [chunk for record in subset for chunk in note_chunks(record.body)]
         seconds = _timed(lambda chunks=chunks: [analyze_text(chunk.text) for chunk in chunks])
         results.append(
             Measurement(f"analysis, {label}", size / seconds, "MiB/s", f"{size:.2f} MiB, {len(chunks)} chunks")
@@ -97,7 +98,7 @@ def build_large_vault(
 
     Returns the index, the records in it and the seconds its single full build took.
     """
-    chunk_counts = {record.id: max(1, len(chunk_text(record.body))) for record in records}
+    chunk_counts = {record.id: max(1, len(note_chunks(record.body))) for record in records}
     copies: list[IndexRecord] = []
     total = 0
     for copy, record in _cycle_copies(records):
