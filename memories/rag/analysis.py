@@ -26,6 +26,7 @@ import functools
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
+from typing import Literal
 
 import msgspec
 import opencc
@@ -143,6 +144,76 @@ def analyze_query(query: str) -> AnalyzedQuery:
             {"max": MAX_QUERY_TERMS, "value": len(terms)},
         )
     return AnalyzedQuery(terms=terms, phrase=_phrase(normalized))
+
+
+def is_han(term: str) -> bool:
+    """Whether an analyzed term is Han characters (a Jieba word), as opposed to a word of other letters or digits.
+
+    >>> is_han("银行"), is_han("git")
+    (True, False)
+    """
+    return _HAN_RUN.match(term) is not None
+
+
+Language = Literal["han", "latin", "mixed"]
+"""What a text is mostly written in: Han characters, words of other letters, or both."""
+
+_LETTER_WORD = re.compile(rf"[^\W\d_{_HAN}]+")
+
+
+def text_language(text: str) -> Language | None:
+    """``han`` or ``latin`` when one has at least twice the other's count, else ``mixed``; ``None`` without letters.
+
+    Counts Han characters against words of other letters (a Chinese character carries about as much as an
+    English word), so a Chinese note with some code stays ``han`` and an English note naming 中文 stays ``latin``.
+
+    >>> text_language("如果指定了目標版本"), text_language("git rebase onto main"), text_language("用 git rebase 整理")
+    ('han', 'latin', 'mixed')
+    """
+    han = sum(len(run) for run in _HAN_RUN.findall(text))
+    latin = len(_LETTER_WORD.findall(text))
+    if not han and not latin:
+        return None
+    if han >= 2 * latin:
+        return "han"
+    if latin >= 2 * han:
+        return "latin"
+    return "mixed"
+
+
+Script = Literal["hans", "hant"]
+"""Simplified (``hans``) or Traditional (``hant``) Chinese."""
+
+
+def han_script(text: str) -> Script | None:
+    """Whether ``text`` is written in Simplified or Traditional Chinese; ``None`` when it has no Han or neither wins.
+
+    Counts the Han characters that OpenCC ``t2s`` changes (Traditional-only forms such as 數, 據) and those that
+    ``s2t`` changes (Simplified-only forms such as 数, 据). Some characters are ambiguous (``s2t`` turns 台 into
+    臺, 后 into 後, both common in Traditional text), so a script wins only with at least two marked characters and
+    more than twice the other's count.
+
+    >>> han_script("數據庫遷移"), han_script("数据库迁移"), han_script("git rebase"), han_script("台北")
+    ('hant', 'hans', None, None)
+    """
+    han = "".join(_HAN_RUN.findall(text))
+    if not han:
+        return None
+    traditional = _changed(han, _converter("t2s").convert(han))
+    simplified = _changed(han, _converter("s2t").convert(han))
+    if traditional >= 2 and traditional > 2 * simplified:
+        return "hant"
+    if simplified >= 2 and simplified > 2 * traditional:
+        return "hans"
+    return None
+
+
+def _changed(source: str, converted: str) -> int:
+    """How many characters of ``source`` a character-level conversion changed (aligned when lengths differ)."""
+    if len(converted) == len(source):
+        return sum(a != b for a, b in zip(source, converted, strict=True))
+    matcher = difflib.SequenceMatcher(None, source, converted, autojunk=False)
+    return len(source) - sum(block.size for block in matcher.get_matching_blocks())
 
 
 def phrase_key(text: str) -> str:

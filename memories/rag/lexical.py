@@ -8,9 +8,17 @@ user types, FTS5 only ever parses ``"t12" OR "t40"``, so no user text can be FTS
 Match modes (R-14)::
 
     any     chunks with at least one query term (OR)
-    all     chunks with every query term, in any column (AND)
+    all     chunks with at least one query term that hold every query term: a Han term as an indexed term of
+            any column or as a substring of the chunk's or the title's phrase key, any other term as an
+            indexed term of any column
     phrase  chunks with at least one query term whose phrase key, or whose title's phrase key, contains the
             query phrase as one contiguous run; ranked like ``any``
+
+``all`` checks Han terms by substring because Jieba may cut a note and a query differently: the note
+``中国人民银行发布通知`` is cut into ``中国人民银行`` and its dictionary sub-words (``人民``, ``银行``, not
+``人民银行``), while the query ``人民银行`` gives ``人民``, ``银行`` and ``人民银行``. Chinese has no word boundaries
+to respect, so a Han term that is written in the chunk is in it; Latin words stay whole words (``use`` is not in
+``because``).
 
 Scores are ``-bm25(chunk_fts, 5.0, 1.0, 2.0)``: column weights title 5, body 1, metadata 2 (R-13), negated so
 higher is better. Ties rank by record id, then by byte offset, so equal scores always come out in one order.
@@ -38,7 +46,7 @@ from typing import Literal
 import msgspec
 
 from memories.protocol import MatchMode
-from memories.rag.analysis import AnalyzedQuery
+from memories.rag.analysis import AnalyzedQuery, is_han
 
 _SCHEMA = """
 CREATE VIRTUAL TABLE chunk_fts USING fts5(
@@ -87,7 +95,16 @@ WHERE chunk_fts MATCH :match
         SELECT 1 FROM chunk_phrases
         WHERE chunk_phrases.rowid = chunk_fts.rowid
           AND (instr(chunk_phrases.phrase_key, :phrase) > 0 OR instr(chunk_phrases.title_key, :phrase) > 0)))
+  {required}
 """
+
+# One per query term in ``all`` mode (parameters named per term): the row holds the term, or, for a Han term, its
+# text or title contains it.
+_HOLDS_TERM = "+chunk_fts.rowid IN (SELECT rowid FROM chunk_fts WHERE chunk_fts MATCH :{name})"
+_CONTAINS_HAN = """EXISTS (
+        SELECT 1 FROM chunk_phrases
+        WHERE chunk_phrases.rowid = chunk_fts.rowid
+          AND (instr(chunk_phrases.phrase_key, :{name}) > 0 OR instr(chunk_phrases.title_key, :{name}) > 0))"""
 
 _SEARCH = f"""
 SELECT chunk_fts.rowid, -bm25(chunk_fts, 5.0, 1.0, 2.0) AS score
@@ -184,12 +201,12 @@ class LexicalIndex:
         """``(rowid, score)`` of the best matching chunks, best first; at most ``limit`` (``None``: all).
 
         Score is ``-bm25`` with weights 5/1/2, higher is better. Returns ``[]`` when no query term is in the
-        vocabulary (or, for ``all``, when any one is missing).
+        vocabulary (or, for ``all``, when a non-Han term is missing).
         """
-        term_ids = self._term_ids(query, match_mode)
-        if not term_ids:
+        parameters = self._parameters(query, match_mode, cards_only)
+        if parameters is None:
             return []
-        parameters = self._parameters(term_ids, query, match_mode, cards_only)
+        term_ids = self._term_ids(query)
         if match_mode == "all" or limit is None:
             return self._ranked(parameters, None, limit)
         by_rarity = sorted(term_ids, key=self._rows_with.__getitem__)
@@ -214,30 +231,41 @@ class LexicalIndex:
 
     def filter_rowids(self, query: AnalyzedQuery, *, match_mode: MatchMode, cards_only: bool) -> set[int]:
         """Row ids of every chunk that ``match_mode`` admits, unranked (what strict modes pass to vectors)."""
-        term_ids = self._term_ids(query, match_mode)
-        if not term_ids:
+        parameters = self._parameters(query, match_mode, cards_only)
+        if parameters is None:
             return set()
-        parameters = self._parameters(term_ids, query, match_mode, cards_only) | {"essential": None}
-        return {rowid for (rowid,) in self._connection.execute(_FILTER, parameters)}
+        sql = _FILTER.format(required=parameters.pop("required"))
+        return {rowid for (rowid,) in self._connection.execute(sql, parameters | {"essential": None})}
 
-    def _term_ids(self, query: AnalyzedQuery, match_mode: MatchMode) -> list[str]:
-        """Ids of the query terms in the vocabulary; none when ``all`` needs a term that no chunk has."""
-        term_ids = [self._vocabulary[term] for term in query.terms if term in self._vocabulary]
-        if match_mode == "all" and len(term_ids) < len(query.terms):
-            return []
-        return term_ids
+    def _term_ids(self, query: AnalyzedQuery) -> list[str]:
+        """Ids of the query terms in the vocabulary, in query order."""
+        return [self._vocabulary[term] for term in query.terms if term in self._vocabulary]
 
-    @staticmethod
-    def _parameters(
-        term_ids: list[str], query: AnalyzedQuery, match_mode: MatchMode, cards_only: bool
-    ) -> dict[str, object]:
-        """Bound parameters of :data:`_MATCHING`, except ``essential``."""
-        operator = " AND " if match_mode == "all" else " OR "
-        return {
-            "match": operator.join(f'"{term_id}"' for term_id in term_ids),
+    def _parameters(self, query: AnalyzedQuery, match_mode: MatchMode, cards_only: bool) -> dict[str, object] | None:
+        """Bound parameters of :data:`_MATCHING` (except ``essential``) and its ``required`` SQL; ``None`` when
+        nothing can match (no query term in the vocabulary, or ``all`` with a missing non-Han term)."""
+        term_ids = self._term_ids(query)
+        if not term_ids:
+            return None
+        parameters: dict[str, object] = {
+            "match": " OR ".join(f'"{term_id}"' for term_id in term_ids),
             "cards_only": cards_only,
             "phrase": query.phrase if match_mode == "phrase" else None,
         }
+        required = []
+        if match_mode == "all":
+            for number, term in enumerate(query.terms):
+                conditions = []
+                if term in self._vocabulary:
+                    parameters[f"term{number}"] = f'"{self._vocabulary[term]}"'
+                    conditions.append(_HOLDS_TERM.format(name=f"term{number}"))
+                if is_han(term):
+                    parameters[f"text{number}"] = term
+                    conditions.append(_CONTAINS_HAN.format(name=f"text{number}"))
+                if not conditions:
+                    return None
+                required.append(f"AND ({' OR '.join(conditions)})")
+        return parameters | {"required": "\n  ".join(required)}
 
     def _ranked(
         self, parameters: dict[str, object], essential: list[str] | None, limit: int | None
@@ -245,13 +273,26 @@ class LexicalIndex:
         """Run :data:`_SEARCH`, over the chunks holding an ``essential`` term if given."""
         essential_match = None if essential is None else " OR ".join(f'"{term_id}"' for term_id in essential)
         arguments = parameters | {"essential": essential_match, "limit": -1 if limit is None else limit}
-        return self._connection.execute(_SEARCH, arguments).fetchall()
+        sql = _SEARCH.format(required=arguments.pop("required"))
+        return self._connection.execute(sql, arguments).fetchall()
+
+    def term_weights(self, terms: Iterable[str]) -> dict[str, float]:
+        """Each term's inverse document frequency as ``bm25()`` computes it (``fts5_aux.c``), floored at 1e-6::
+
+            idf(t) = max(ln((N − n(t) + 0.5) / (n(t) + 0.5)), 1e-6)     N chunks, n(t) chunks holding t
+
+        A term no chunk holds gets ``ln((N + 0.5) / 0.5)``, the rarest possible. Fusion weighs a chunk's coverage
+        of the query with these, so words most chunks hold (``the``, ``的``) count for almost nothing.
+        """
+        return {term: self._idf(self._vocabulary.get(term)) for term in terms}
 
     def _score_bound(self, term_id: str) -> float:
         """What one term can add to a chunk's score at most: ``idf × (k1 + 1)``, idf as ``bm25()`` computes it."""
-        holding = self._rows_with[term_id]
-        idf = math.log((self._row_count - holding + 0.5) / (holding + 0.5))
-        return max(idf, _MIN_IDF) * (_K1 + 1)
+        return self._idf(term_id) * (_K1 + 1)
+
+    def _idf(self, term_id: str | None) -> float:
+        holding = 0 if term_id is None else self._rows_with[term_id]
+        return max(math.log((self._row_count - holding + 0.5) / (holding + 0.5)), _MIN_IDF)
 
     def _row(self, entry: LexicalEntry) -> dict[str, object]:
         """Bound parameters of :data:`_INSERT` for one entry."""

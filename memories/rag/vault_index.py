@@ -209,6 +209,10 @@ class VaultIndex:
         """Row ids of every chunk a strict match mode admits, for filtering vector candidates (R-14)."""
         return self._lexical.filter_rowids(query, match_mode=match_mode, cards_only=cards_only)
 
+    def term_weights(self, query: AnalyzedQuery) -> dict[str, float]:
+        """The idf of each query term over this vault's chunks (see ``LexicalIndex.term_weights``)."""
+        return self._lexical.term_weights(query.terms)
+
     def rows(self) -> Iterator[ChunkRow]:
         """Every chunk row, in row id order."""
         return iter(self._rows.values())

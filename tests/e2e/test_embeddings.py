@@ -92,7 +92,7 @@ def test_install_from_a_folder_then_index_and_search(home: HomeDir, tiny_model: 
 def test_hybrid_is_reciprocal_rank_fusion_of_the_two_rankings(home: HomeDir, tiny_model: TinyModel) -> None:
     _model_home(home, tiny_model)
     _add_notes(home)
-    query = "rules of ownership and borrowing"
+    query = "ownership"  # every BM25 hit holds the whole query, so every one enters the fusion
     args = ("rag", "search", "notes", query, "--no-rerank", "--limit", "100")
     lexical = [h["chunk_hash"] for h in home.ok(*args, "--mode", "bm25")["results"]]
     semantic = [h["chunk_hash"] for h in home.ok(*args, "--mode", "vector")["results"]]
@@ -116,6 +116,22 @@ def test_hybrid_is_reciprocal_rank_fusion_of_the_two_rankings(home: HomeDir, tin
     assert home.ok("rag", "search", "notes", "zyxwvut", "--mode", "bm25")["results"] == []
     assert [h["chunk_hash"] for h in fused] == only_vector
     assert [h["score"] for h in fused] == pytest.approx([1 / (60 + r) for r in range(1, len(fused) + 1)])
+
+
+def test_a_lexical_match_on_a_small_part_of_the_query_does_not_enter_hybrid(
+    home: HomeDir, tiny_model: TinyModel
+) -> None:
+    _model_home(home, tiny_model)
+    _add_notes(home)
+    # Only "ownership" is in the vault: the chunks holding it cover little of the query's weight (the words no
+    # chunk holds are the rarest of all), so BM25 has no say and hybrid keeps the vector order.
+    query = "ownership quixotic zephyrean marmalade"
+    args = ("rag", "search", "notes", query, "--no-rerank", "--limit", "100")
+    assert {hit["title"] for hit in home.ok(*args, "--mode", "bm25")["results"]} == {"ownership", "borrowing"}
+    vector = [hit["chunk_hash"] for hit in home.ok(*args, "--mode", "vector")["results"]]
+    hybrid = home.ok(*args, "--mode", "hybrid")["results"]
+    assert [hit["chunk_hash"] for hit in hybrid] == vector
+    assert [hit["score"] for hit in hybrid] == pytest.approx([1 / (60 + r) for r in range(1, len(vector) + 1)])
 
 
 def test_strict_match_modes_filter_vector_candidates(home: HomeDir, tiny_model: TinyModel) -> None:

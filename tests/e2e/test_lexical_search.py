@@ -310,6 +310,25 @@ def test_all_requires_every_term_and_phrase_the_order(lab: Lab) -> None:
     assert set(lab.found("农业发展银行", match="phrase")) == {cjk}
 
 
+def test_all_does_not_depend_on_how_jieba_cuts_the_note(lab: Lab) -> None:
+    # Jieba cuts the note into 中国人民银行 (and 人民, 银行); the query 人民银行 also asks for the compound itself.
+    bank = lab.add("modes six", "中国人民银行发布通知")
+    assert bank in lab.found("人民银行", match="phrase")
+    assert bank in lab.found("人民银行", match="all")
+    assert bank in lab.found("人民銀行 通知", match="all")
+    assert bank not in lab.found("人民银行 quokka", match="all")
+
+
+def test_the_querys_own_script_wins_a_tie_between_translations(lab: Lab) -> None:
+    # The same guide in both scripts scores the same once Traditional is folded to Simplified.
+    simplified = lab.add("script one", "狸猫数据库迁移：如何回滚上一次迁移")
+    traditional = lab.add("script two", "狸貓資料庫遷移：如何回滾上一次遷移")
+    for query, first in (("狸猫数据库迁移 回滚", simplified), ("狸貓資料庫遷移 回滾", traditional)):
+        found = lab.found(query)
+        assert found.index(first) == 0, query
+        assert {simplified, traditional} <= set(found[:2])
+
+
 def test_cards_only_returns_only_cards(lab: Lab) -> None:
     note = lab.folder("cards-only", {"wombatcard.md": b"# Wombat card\n\nwombatcardword lives here\n"})
     card = lab.home.ok("rag", "ingest", "misc", str(note / "wombatcard.md"))["results"][0]

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from memories.rag import fusion
-from memories.rag.fusion import RerankCandidate, reciprocal_rank_fusion, rerank
+from memories.rag.fusion import Candidate, QueryFacts, coverage, fuse, prefer_script, reciprocal_rank_fusion, rerank
 
 documents = st.sampled_from([f"d{index}" for index in range(12)])
 rankings_strategy = st.lists(st.lists(documents, unique=True, max_size=10), min_size=0, max_size=4)
@@ -120,69 +120,162 @@ def test_rrf_is_deterministic(rankings: list[list[str]]) -> None:
     assert reciprocal_rank_fusion(rankings) == reciprocal_rank_fusion([list(r) for r in rankings])
 
 
+# --- Fusion rules (issue 11, acceptance 2) ----------------------------------------------------------------------
+
+
+def _facts(*terms: str, weights: dict[str, float] | None = None, **kwargs: object) -> QueryFacts:
+    return QueryFacts(weights=weights or dict.fromkeys(terms, 1.0), **kwargs)  # type: ignore[arg-type]
+
+
+def _ranking(*documents: str, language: str | None = None) -> list[Candidate[str]]:
+    return [Candidate(document, set(), language=language) for document in documents]  # type: ignore[arg-type]
+
+
+def test_a_confidently_wrong_lexical_list_keeps_the_vector_answer_first() -> None:
+    # "How did Nadal do in the 2019 final?" over paragraphs in two languages: BM25 is led by English paragraphs
+    # that share only the name and the number; the vector arm puts the Chinese answer first.
+    weights = {"how": 0.8, "did": 0.9, "nadal": 4.0, "do": 0.7, "2019": 3.0, "final": 2.5, "in": 0.1, "the": 0.01}
+    query = _facts(weights=weights, language="latin")
+    lexical = [Candidate(f"distractor{i}", {"nadal", "2019", "the", "in"}, language="latin") for i in range(5)]
+    vector = _ranking("answer", language="han") + _ranking("distractor3", "distractor0", language="latin")
+    fused = fuse(query, lexical, vector)
+    assert [document for document, _ in fused] == ["answer", "distractor3", "distractor0"]
+    candidates = {c.document: c for c in [*lexical, *vector]}
+    reranked = rerank(query, [(candidates[document], score) for document, score in fused])
+    assert reranked[0][0] == "answer"
+
+
+def test_a_vague_vector_list_keeps_the_exact_lexical_match_first() -> None:
+    query = _facts("dynamic", "port", "forwarding", phrase="dynamic port forwarding", language="latin")
+    exact = Candidate("exact", {"dynamic", "port", "forwarding"}, "ssh dynamic port forwarding with -d", "latin")
+    lexical = [exact, Candidate("ports", {"port"}, language="latin"), Candidate("dynamic", {"dynamic"})]
+    vector = _ranking("vague1", "vague2", "vague3", "ports", "dynamic", *[f"v{i}" for i in range(20)], "exact")
+    fused = fuse(query, lexical, vector)
+    assert fused[0][0] == "exact"
+    assert [document for document, _ in fused][1:4] == ["vague1", "vague2", "vague3"]
+    candidates = {c.document: c for c in [*vector, *lexical]}
+    assert rerank(query, [(candidates[document], score) for document, score in fused])[0][0] == "exact"
+
+
+@pytest.mark.parametrize("empty", ["lexical", "vector"])
+def test_one_empty_list_keeps_the_others_order(empty: str) -> None:
+    query = _facts("a", "b")
+    lexical = [Candidate(document, {"a", "b"}) for document in ["x", "y", "z"]]
+    if empty == "lexical":
+        assert [document for document, _ in fuse(query, [], _ranking("z", "x", "y"))] == ["z", "x", "y"]
+    else:
+        assert [document for document, _ in fuse(query, lexical, [])] == ["x", "y", "z"]
+
+
+def test_lexical_candidates_enter_by_weighted_coverage() -> None:
+    query = _facts(weights={"git": 3.0, "rebase": 2.0, "onto": 1.0, "the": 0.01})
+    assert coverage(query.weights, {"git", "the"}) == pytest.approx(3.01 / 6.01)
+    assert fusion.LEXICAL_FLOOR == 0.5
+    lexical = [Candidate("stopword", {"the"}), Candidate("rebase", {"rebase", "onto"}), Candidate("git", {"git"})]
+    assert fuse(query, lexical, []) == []  # each holds 3/6.01 of the weight at most, just under half
+    lexical.append(Candidate("git the", {"git", "the"}))
+    assert [document for document, _ in fuse(query, lexical, [])] == ["git the"]
+    assert fuse(query, lexical, [], floor=0.0)[0][0] == "stopword"
+
+
+def test_bm25_has_no_say_when_the_vector_arm_puts_another_language_first() -> None:
+    query = _facts("ownership", language="latin")
+    lexical = [Candidate("en-note", {"ownership"}, language="latin")]
+    vector = _ranking("zh-note", language="han") + _ranking("en-note", language="latin")
+    assert [document for document, _ in fuse(query, lexical, vector)] == ["zh-note", "en-note"]
+    mixed_first = _ranking("zh-note", language="mixed") + _ranking("en-note", language="latin")
+    assert fuse(query, lexical, mixed_first)[0][0] == "en-note"  # both rankings hold it
+
+
 # --- Reranker --------------------------------------------------------------------------------------------------
 
 
 def test_rerank_values_by_hand() -> None:
-    query_terms = ["git", "rebase", "branch", "git"]
-    candidates = [
-        RerankCandidate("none", 0.030, {"commit"}, "a commit"),
-        RerankCandidate("half", 0.020, {"git", "rebase", "merge"}, "git merge then rebase"),
-        RerankCandidate("phrase", 0.016, {"git", "rebase", "branch"}, "to git rebase branch onto main"),
+    query = _facts(weights={"git": 2.0, "rebase": 1.0, "branch": 1.0}, phrase="git rebase branch")
+    scored = [
+        (Candidate("none", {"commit"}, "a commit"), 0.030),
+        (Candidate("half", {"git", "rebase", "merge"}, "git merge then rebase"), 0.020),
+        (Candidate("phrase", {"git", "rebase", "branch"}, "to git rebase branch onto main"), 0.016),
     ]
-    result = dict(rerank(query_terms, "git rebase branch", candidates))
+    result = dict(rerank(query, scored))
     assert result["none"] == pytest.approx(0.030)
-    assert result["half"] == pytest.approx(0.020 * (1 + 0.5 * 2 / 3))
-    assert result["phrase"] == pytest.approx(0.016 * (1 + 0.5 + 0.25))
-    assert [document for document, _ in rerank(query_terms, "git rebase branch", candidates)] == [
-        "none",
-        "phrase",
-        "half",
+    assert result["half"] == pytest.approx(0.020 * (1 + fusion.COVERAGE_WEIGHT * 3 / 4))
+    assert result["phrase"] == pytest.approx(0.016 * (1 + fusion.COVERAGE_WEIGHT + fusion.PHRASE_WEIGHT))
+
+
+def test_rerank_gives_chunks_of_another_language_the_benefit_of_the_doubt() -> None:
+    query = _facts(weights={"ownership": 1.0, "rules": 1.0}, language="latin")
+    scored = [
+        (Candidate("zh-first", set(), language="han"), 0.030),
+        (Candidate("en-weak", set(), language="latin"), 0.029),
+        (Candidate("en-half", {"ownership"}, language="latin"), 0.028),
+        (Candidate("mixed", {"ownership", "rules"}, language="mixed"), 0.020),
     ]
+    result = rerank(query, scored)
+    assert [document for document, _ in result] == ["zh-first", "en-half", "mixed", "en-weak"]
+    best = 1 + fusion.COVERAGE_WEIGHT  # the mixed chunk holds every query term
+    assert dict(result)["zh-first"] == pytest.approx(0.030 * best)
+    assert dict(result)["en-half"] == pytest.approx(0.028 * (1 + fusion.COVERAGE_WEIGHT / 2))
 
 
 def test_rerank_moves_negative_cosines_up_too() -> None:
-    candidates = [
-        RerankCandidate("plain", -0.20, set(), ""),
-        RerankCandidate("covered", -0.30, {"rust"}, "rust"),
-    ]
-    result = dict(rerank(["rust"], "rust", candidates))
-    assert result["covered"] == pytest.approx(-0.30 / 1.75)
-    assert result["covered"] > result["plain"] == -0.20
+    query = _facts("rust", phrase="rust")
+    result = dict(rerank(query, [(Candidate("plain", set()), -0.20), (Candidate("covered", {"rust"}, "rust"), -0.30)]))
+    assert result["covered"] == pytest.approx(-0.30 / (1 + fusion.COVERAGE_WEIGHT + fusion.PHRASE_WEIGHT))
+    assert result["plain"] == -0.20
 
 
 def test_rerank_without_query_terms_or_phrase_changes_nothing() -> None:
-    candidates = [RerankCandidate(str(index), score, {"a"}, "a") for index, score in enumerate([0.5, 0.3, 0.3])]
-    assert rerank([], "", candidates) == [("0", 0.5), ("1", 0.3), ("2", 0.3)]
+    scored = [(Candidate(str(index), {"a"}, "a"), score) for index, score in enumerate([0.5, 0.3, 0.3])]
+    assert rerank(_facts(), scored) == [("0", 0.5), ("1", 0.3), ("2", 0.3)]
 
 
 def test_rerank_refuses_bad_input() -> None:
     with pytest.raises(ValueError):
-        rerank(["a"], "a", [RerankCandidate("x", float("nan"), set(), "")])
+        rerank(_facts("a"), [(Candidate("x", set()), float("nan"))])
     with pytest.raises(ValueError):
-        rerank(["a"], "a", [], coverage_weight=-1)
+        rerank(_facts("a"), [], coverage_weight=-1)
 
 
-candidate_strategy = st.builds(
-    RerankCandidate,
-    document=st.uuids().map(str),
+def test_the_querys_script_wins_near_ties_only() -> None:
+    query = _facts("数据库", script="hans")
+    scored = [
+        (Candidate("zh-tw", set(), script="hant"), 10.0),
+        (Candidate("zh-cn", set(), script="hans"), 9.8),
+        (Candidate("zh-tw-far", set(), script="hant"), 9.0),
+        (Candidate("en", set()), 8.9),
+    ]
+    assert [document for document, _ in prefer_script(query, scored)] == ["zh-cn", "zh-tw", "en", "zh-tw-far"]
+    far = [(Candidate("zh-tw", set(), script="hant"), 10.0), (Candidate("zh-cn", set(), script="hans"), 9.0)]
+    assert [document for document, _ in prefer_script(query, far)] == ["zh-tw", "zh-cn"]
+    assert prefer_script(_facts("x"), scored) == [(candidate.document, score) for candidate, score in scored]
+
+
+candidate_strategy = st.tuples(
+    st.builds(
+        Candidate,
+        document=st.uuids().map(str),
+        terms=st.sets(st.sampled_from(["a", "b", "c", "d"])),
+        phrase_key=st.sampled_from(["", "a b", "x a b y", "c"]),
+        language=st.sampled_from([None, "han", "latin", "mixed"]),
+    ),
     # Away from the subnormal range, where scaling by a power of two is no longer exact.
-    score=st.floats(-1, 1).filter(lambda score: score == 0 or abs(score) > 1e-300),
-    terms=st.sets(st.sampled_from(["a", "b", "c", "d"])),
-    phrase_key=st.sampled_from(["", "a b", "x a b y", "c"]),
+    st.floats(-1, 1).filter(lambda score: score == 0 or abs(score) > 1e-300),
+)
+query_strategy = st.builds(
+    QueryFacts,
+    weights=st.dictionaries(st.sampled_from(["a", "b", "c", "d"]), st.floats(1e-6, 10), max_size=4),
+    phrase=st.sampled_from(["", "a b", "c"]),
+    language=st.sampled_from([None, "han", "latin", "mixed"]),
 )
 
 
-@given(
-    st.lists(st.sampled_from(["a", "b", "c", "d"]), max_size=4),
-    st.sampled_from(["", "a b", "c"]),
-    st.lists(candidate_strategy, max_size=8, unique_by=lambda candidate: candidate.document),
-)
+@given(query_strategy, st.lists(candidate_strategy, max_size=8, unique_by=lambda item: item[0].document))
 def test_rerank_never_lowers_a_score_and_stays_sorted(
-    terms: list[str], phrase: str, candidates: list[RerankCandidate[str]]
+    query: QueryFacts, scored: list[tuple[Candidate[str], float]]
 ) -> None:
-    result = rerank(terms, phrase, candidates)
-    original = {candidate.document: candidate.score for candidate in candidates}
+    result = rerank(query, scored)
+    original = {candidate.document: score for candidate, score in scored}
     assert sorted(document for document, _ in result) == sorted(original)
     for document, score in result:
         assert score >= original[document]
@@ -192,18 +285,15 @@ def test_rerank_never_lowers_a_score_and_stays_sorted(
 
 
 @given(
-    st.lists(st.sampled_from(["a", "b", "c", "d"]), max_size=4),
-    st.lists(candidate_strategy, max_size=8, unique_by=lambda candidate: candidate.document),
+    query_strategy,
+    st.lists(candidate_strategy, max_size=8, unique_by=lambda item: item[0].document),
     st.sampled_from([2.0, 1024.0]),
 )
-def test_rerank_is_scale_free(terms: list[str], candidates: list[RerankCandidate[str]], factor: float) -> None:
+def test_rerank_is_scale_free(query: QueryFacts, scored: list[tuple[Candidate[str], float]], factor: float) -> None:
     """Scaling every score by a constant scales the results and keeps the order.
 
     Powers of two scale floats exactly, so the comparison can be exact too.
     """
-    scaled = [
-        RerankCandidate(candidate.document, candidate.score * factor, candidate.terms, candidate.phrase_key)
-        for candidate in candidates
-    ]
-    expected = [(document, score * factor) for document, score in rerank(terms, "a b", candidates)]
-    assert rerank(terms, "a b", scaled) == expected
+    scaled = [(candidate, score * factor) for candidate, score in scored]
+    expected = [(document, score * factor) for document, score in rerank(query, scored)]
+    assert rerank(query, scaled) == expected

@@ -109,6 +109,20 @@ def test_all_requires_every_term() -> None:
     assert _found(index, "ownership unknownword", "all") == []
 
 
+def test_all_does_not_depend_on_how_jieba_cuts_note_and_query() -> None:
+    # The note is cut into 中国人民银行 and its sub-words 人民, 银行; the query also gives 人民银行 itself.
+    index = _index({"bank": "中国人民银行发布通知", "other": "人民群众", "latin": "banking 人民"})
+    assert analyze_query("人民银行").terms == ("人民", "银行", "人民银行")
+    assert _found(index, "人民银行", "all") == ["bank"]
+    assert _found(index, "人民银行", "phrase") == ["bank"]
+    assert index.filter_rowids(analyze_query("人民银行"), match_mode="all") == {
+        index.search(analyze_query("通知"))[0].row.rowid
+    }
+    # Latin words stay whole words: "bank" is not in "banking".
+    assert _found(index, "人民 bank", "all") == []
+    assert _found(index, "人民 banking", "all") == ["latin"]
+
+
 def test_phrase_requires_the_phrase_in_order() -> None:
     index = _index(
         {
