@@ -28,7 +28,7 @@ import time
 import numpy as np
 
 from memories import worker_protocol as w
-from memories.models.embedding import document_input
+from memories.models.embedding import document_input, estimated_tokens
 from memories.rag.analysis import AnalyzedQuery, analyze_query, han_script, highlight_spans, text_language
 from memories.rag.fusion import Candidate, QueryFacts, fuse, prefer_script, rerank
 from memories.rag.vault_index import ChunkRow, VaultIndex
@@ -81,14 +81,15 @@ class VaultCache:
     # -- embedding plan ------------------------------------------------------------------------------------
 
     def missing(self, space_key: str, limit: int) -> w.MissingInputs:
-        """Up to ``limit`` model inputs without a vector, shortest first, so consecutive batches have similar
-        token lengths and little padding; plus how many are missing and embedded in all."""
+        """Up to ``limit`` model inputs without a vector, shortest first by :func:`estimated_tokens` (the
+        tokenizer lives in the embedding worker), so consecutive batches have similar token lengths and little
+        padding; plus how many are missing and embedded in all."""
         wanted: dict[str, ChunkRow] = {}
         for row in self.index.rows():
             wanted.setdefault(self._key(row), row)
         missing = self.vectors.missing(space_key, wanted)
         inputs = {key: model_input(wanted[key]) for key in missing}
-        chosen = sorted(missing, key=lambda key: (len(inputs[key]), wanted[key].rowid))[:limit]
+        chosen = sorted(missing, key=lambda key: (estimated_tokens(inputs[key]), wanted[key].rowid))[:limit]
         return w.MissingInputs(
             keys=chosen,
             inputs=[inputs[key] for key in chosen],

@@ -90,3 +90,14 @@ def resident_megabytes(pids: list[int]) -> float:
             if line.startswith("VmRSS:"):
                 total_kib += int(line.split()[1])
     return total_kib / 1024
+
+
+def proportional_megabytes(pids: list[int]) -> float:
+    """Proportional set size (PSS) of the processes summed, in MiB, from ``/proc/<pid>/smaps_rollup``: each page
+    shared by several processes (Python, numpy, the ONNX Runtime library) counts once in the sum, unlike RSS."""
+    total_kib = 0
+    for pid in pids:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                total_kib += int(line.split()[1])
+    return total_kib / 1024
