@@ -34,12 +34,15 @@ SECRET_MODE = 0o600
 def read_config(path: str) -> str | None:
     """The UTF-8 text of ``path`` (through a symbolic link), or ``None`` when there is no such file.
 
+    Opened without blocking, so a FIFO in the config's place is refused instead of waiting for a writer.
+
     Raises:
         MemoriesError: ``client_config_invalid`` when it is not a regular file or not UTF-8 text.
     """
     try:
-        with open(path, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        with os.fdopen(descriptor, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(descriptor).st_mode):
                 raise MemoriesError("client_config_invalid", f"{path} is not a regular file; left it unchanged")
             data = handle.read()
     except FileNotFoundError:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from memories.configfiles import json_entry, merge_json, merge_toml, toml_entry, write_config
+from memories.configfiles import json_entry, merge_json, merge_toml, read_config, toml_entry, write_config
 from memories.errors import MemoriesError
 
 ENTRY = {"command": "/bin/memories", "args": ["mcp", "serve"], "env": {"MEMORIES_GRANT_TOKEN": "t"}}
@@ -76,3 +76,16 @@ def test_write_goes_through_a_symlink_with_a_backup_and_mode_0600(tmp_path: Path
     assert backup == str(real) + ".memories-backup" and Path(backup).read_text() == "{}"
     assert stat.S_IMODE(real.stat().st_mode) == 0o600 and stat.S_IMODE(os.stat(backup).st_mode) == 0o600
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link.json", "real.json", "real.json.memories-backup"]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_config_that_is_not_a_regular_file_is_refused_without_blocking(tmp_path: Path, kind: str) -> None:
+    path = tmp_path / "mcp.json"
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path = Path("/dev/zero")
+    with pytest.raises(MemoriesError) as caught:
+        read_config(str(path))
+    assert caught.value.code == "client_config_invalid"
+    assert "not a regular file" in str(caught.value)
