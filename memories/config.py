@@ -16,6 +16,16 @@ Example::
 
     [rag.http]
     proxy_url = "socks5h://127.0.0.1:1080"
+
+    [rag.embedding]                      # a remote embedding service instead of the local model (R-28)
+    protocol = "compatible"
+    url = "http://127.0.0.1:8000/v1/embeddings"
+    model = "BAAI/bge-m3"
+
+Model endpoints (``[rag.embedding]``, ``[rag.generation]``, ``[rag.rerank]``) are checked here, at daemon start
+(R-29, R-31): the URL by :func:`memories.http.urls.endpoint_problem` (HTTPS unless loopback; no userinfo, query
+or fragment), ``api_key_env`` is a variable *name* that must be set in the daemon's environment unless the URL
+is loopback. A Gemini URL names its operation (``:embedContent``, ``:batchEmbedContents``, ``:generateContent``).
 """
 
 from __future__ import annotations
@@ -24,14 +34,16 @@ import hashlib
 import os
 import re
 import tomllib
+import urllib.parse
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 
 from memories.errors import MemoriesError
 from memories.files import read_regular_file
-from memories.http.urls import endpoint_problem, proxy_problem
+from memories.http.urls import endpoint_problem, is_loopback_host, proxy_problem
 
 SECRET_KEY_NAMES = frozenset({"api_key", "key", "password", "secret", "token"})
 
@@ -75,8 +87,61 @@ class HttpConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     ca_bundle: str | None = None
 
 
+class EndpointConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """What every model endpoint table shares (R-28, R-29): the wire protocol, the full operation URL, the model
+    name, and the *name* of the environment variable holding the API key (never the key itself).
+
+    Gemini sends the key as ``x-goog-api-key``, ``compatible`` as ``Authorization: Bearer``.
+    """
+
+    protocol: Literal["gemini", "compatible"]
+    url: str
+    model: Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+    api_key_env: str | None = None
+
+
+class EmbeddingConfig(EndpointConfig):
+    """``[rag.embedding]``: a remote embedding service in place of the local model (R-28, R-30, R-32).
+
+    ``dimensions`` is sent (Gemini ``outputDimensionality``, compatible ``dimensions``) and checked on every
+    response; without it the first response fixes the width. ``batch_size`` counts inputs per request (Gemini's
+    ``batchEmbedContents`` takes at most 100; ``embedContent`` always one), ``concurrency`` requests in flight.
+    ``query_prefix``/``document_prefix`` are prepended for ``compatible`` models that need them (e5: ``"query: "``,
+    ``"passage: "``). ``min_similarity`` is the cosine at which a chunk counts as evidence for ``rag ask``
+    (default per protocol, :mod:`memories.rag.answers`). All but ``batch_size`` and ``concurrency`` go into the
+    vector space key.
+    """
+
+    dimensions: Annotated[int, msgspec.Meta(ge=1, le=65_536)] | None = None
+    batch_size: Annotated[int, msgspec.Meta(ge=1, le=2048)] = 32
+    concurrency: Annotated[int, msgspec.Meta(ge=1, le=16)] = 2
+    query_prefix: Annotated[str, msgspec.Meta(max_length=256)] = ""
+    document_prefix: Annotated[str, msgspec.Meta(max_length=256)] = ""
+    min_similarity: Annotated[float, msgspec.Meta(ge=-1, le=1)] | None = None
+
+
+class GenerationConfig(EndpointConfig):
+    """``[rag.generation]``: the chat model ``rag ask`` calls (R-08, R-30, R-43).
+
+    ``max_output_tokens`` is always sent (compatible: as ``max_tokens_field``; Gemini:
+    ``generationConfig.maxOutputTokens``), so no unknown server default decides. ``max_context_chars`` bounds the
+    source text of one question in code points: servers such as Ollama silently cut a longer prompt, and a cited
+    passage would then never have been seen.
+    """
+
+    max_output_tokens: Annotated[int, msgspec.Meta(ge=16, le=65_536)] = 1024
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    max_context_chars: Annotated[int, msgspec.Meta(ge=1000, le=2_000_000)] = 24_000
+
+
+class RerankConfig(EndpointConfig):
+    """``[rag.rerank]``: a learned reranker (R-36), ``compatible`` only: ``{model, query, documents, top_n}``."""
+
+    protocol: Literal["compatible"]
+
+
 class RagConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    """``[rag]`` (R-24): the local embedding model and how it runs."""
+    """``[rag]`` (R-24): the local embedding model and how it runs, and the optional model endpoints."""
 
     local_model_dir: str | None = None
     local_threads: Annotated[int, msgspec.Meta(ge=1, le=256)] = 4
@@ -84,6 +149,20 @@ class RagConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     embed_batch_size: Annotated[int, msgspec.Meta(ge=1, le=256)] = 8
     model_download_base_url: str | None = None
     http: HttpConfig = msgspec.field(default_factory=HttpConfig)
+    embedding: EmbeddingConfig | None = None
+    generation: GenerationConfig | None = None
+    rerank: RerankConfig | None = None
+
+
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""An environment variable name (POSIX portable: letters, digits, underscore, not starting with a digit)."""
+
+KEY_PREFIXES = ("sk-", "sk_", "AIza", "hf_", "ghp_", "gho_", "github_pat_", "xox", "glpat-", "pk_", "rk_")
+"""How common API keys start (OpenAI, Google, Hugging Face, GitHub, Slack, GitLab, Stripe): an ``api_key_env``
+that starts so is a pasted key, not a variable name."""
+
+GEMINI_OPERATIONS = {"embedding": (":embedContent", ":batchEmbedContents"), "generation": (":generateContent",)}
+"""The operations a Gemini URL may name, per table (Gemini API reference, ``models.embedContent`` etc.)."""
 
 
 class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -109,13 +188,16 @@ def config_digest(path: Path) -> str:
         return f"unreadable: {exc.strerror or exc}"
 
 
-def load_config(path: Path) -> Config:
+def load_config(path: Path, environ: Mapping[str, str] | None = None) -> Config:
     """Read and validate ``path``; a missing file gives the defaults.
+
+    ``environ`` (default ``os.environ``, the daemon's) is where each ``api_key_env`` must be set.
 
     Raises:
         MemoriesError: ``invalid_config`` naming the file and the key for bad TOML, unknown keys, wrong types,
-            out-of-range values, secret-looking keys, missing paths, or a ``proxy_url`` or
-            ``model_download_base_url`` the URL policy refuses (:mod:`memories.http.urls`).
+            out-of-range values, secret-looking keys, missing paths, a ``proxy_url``, ``model_download_base_url``
+            or endpoint ``url`` the URL policy refuses (:mod:`memories.http.urls`), or an ``api_key_env`` that is
+            not a variable name or is unset for a non-loopback URL.
     """
     try:
         raw = read_regular_file(path, MAX_CONFIG_BYTES)
@@ -132,7 +214,9 @@ def load_config(path: Path) -> Config:
         config = msgspec.convert(data, Config)
     except msgspec.ValidationError as exc:
         raise MemoriesError("invalid_config", f"{path}: {_describe(exc)}") from None
-    return _resolve(config, path)
+    _resolve(config, path)
+    _check_endpoints(config.rag, path, os.environ if environ is None else environ)
+    return config
 
 
 def _refuse_secrets(table: dict[str, Any], path: Path, prefix: str) -> None:
@@ -163,7 +247,7 @@ def _describe(exc: msgspec.ValidationError) -> str:
     return f"`{where}`: {message}"
 
 
-def _resolve(config: Config, path: Path) -> Config:
+def _resolve(config: Config, path: Path) -> None:
     base = path.parent
     rag = config.rag
     if rag.local_model_dir is not None:
@@ -183,7 +267,71 @@ def _resolve(config: Config, path: Path) -> Config:
         _check_proxy_url(http.proxy_url, path)
     if rag.model_download_base_url is not None:
         rag.model_download_base_url = _check_mirror_url(rag.model_download_base_url, path)
-    return config
+
+
+def _check_endpoints(rag: RagConfig, path: Path, environ: Mapping[str, str]) -> None:
+    for table, endpoint in (("embedding", rag.embedding), ("generation", rag.generation), ("rerank", rag.rerank)):
+        if endpoint is None:
+            continue
+        problem = endpoint_problem(endpoint.url)
+        if problem:
+            raise MemoriesError(
+                "invalid_config", f"{path}: `rag.{table}.url` refused: {problem}", {"key": f"rag.{table}.url"}
+            )
+        if endpoint.protocol == "gemini":
+            operations = GEMINI_OPERATIONS[table]
+            if not urllib.parse.urlsplit(endpoint.url).path.endswith(operations):
+                raise MemoriesError(
+                    "invalid_config",
+                    f"{path}: `rag.{table}.url` refused: a Gemini URL names its operation "
+                    f"(ends with {' or '.join(operations)})",
+                    {"key": f"rag.{table}.url"},
+                )
+        _check_key_env(endpoint, f"rag.{table}", path, environ)
+
+
+def _check_key_env(endpoint: EndpointConfig, table: str, path: Path, environ: Mapping[str, str]) -> None:
+    """``api_key_env`` names a variable (a pasted key is refused and never echoed), set unless the URL is loopback."""
+    key = f"{table}.api_key_env"
+    name = endpoint.api_key_env
+    loopback = is_loopback_host(urllib.parse.urlsplit(endpoint.url).hostname)
+    if name is None:
+        if not loopback:
+            raise MemoriesError(
+                "invalid_config",
+                f"{path}: `{key}` is required for the non-loopback URL of [{table}]: name the environment variable "
+                "that holds the API key in the daemon's environment",
+                {"key": key},
+            )
+        return
+    if _looks_like_key(name):
+        raise MemoriesError(
+            "invalid_config",
+            f"{path}: `{key}` looks like an API key itself (not shown); it must be the *name* of an environment "
+            "variable (such as GEMINI_API_KEY) that holds the key in the daemon's environment",
+            {"key": key},
+        )
+    if not ENV_NAME.fullmatch(name):
+        raise MemoriesError(
+            "invalid_config",
+            f"{path}: `{key}` must be an environment variable name ([A-Za-z_][A-Za-z0-9_]*); the value is not shown",
+            {"key": key},
+        )
+    if not loopback and not environ.get(name):
+        raise MemoriesError(
+            "invalid_config",
+            f"{path}: `{key}` names {name}, which is not set in the daemon's environment (required for the "
+            f"non-loopback URL of [{table}])",
+            {"key": key},
+        )
+
+
+def _looks_like_key(value: str) -> bool:
+    """A value no one would name a variable: a known key prefix, or long, mixed-case and with digits."""
+    if value.startswith(KEY_PREFIXES) or value.lower().startswith("bearer"):
+        return True
+    mixed = any(c.islower() for c in value) and any(c.isupper() for c in value) and any(c.isdigit() for c in value)
+    return len(value) >= 24 and mixed
 
 
 def _check_proxy_url(url: str, path: Path) -> None:

@@ -201,6 +201,19 @@ class RagStatus(_Message):
     vault: str
 
 
+class RagAsk(_Message):
+    """``rag ask``: an answer from the vault's evidence chunks by the configured generation service, with checked
+    citations (R-43). Retrieval as :class:`RagSearch` (``limit`` chunks at most, 8 by default); the endpoint is
+    the daemon's ``[rag.generation]``, never chosen by a request."""
+
+    vault: str
+    question: str
+    mode: SearchMode | None = None
+    limit: int = 8
+    cards_only: bool = False
+    no_rerank: bool = False
+
+
 class RagIndex(_Message):
     """``rag index``: embed the vault's missing chunks; ``background`` answers :class:`JobStarted` at once
     and keeps going in budgeted rounds."""
@@ -309,6 +322,7 @@ Request = (
     | RagIngest
     | RagSearch
     | RagStatus
+    | RagAsk
     | RagIndex
     | RagModelInstall
     | Jobs
@@ -552,14 +566,29 @@ class MemorySearchReport(_Message):
     results: list[RecordHit]
 
 
-class ModelState(msgspec.Struct):
-    """The embedding model in ``rag status``: files present, hashes match the manifest, the vector space
-    key once loaded (else null), and its folder."""
+class RemoteBackendState(msgspec.Struct):
+    """A remote embedding backend in ``rag status``: ``[rag.embedding]``'s protocol, URL, model and dimension
+    (null: fixed by the first reply, not yet seen), whether its key variable is set in the daemon's environment."""
+
+    protocol: str
+    url: str
+    model: str
+    dimension: int | None
+    api_key_env: str | None
+    key_set: bool
+
+
+class ModelState(msgspec.Struct, omit_defaults=True):
+    """The embedding backend in ``rag status``: for the local model, files present, hashes match the manifest,
+    the vector space key once loaded (else null), and its folder; for a remote backend (``remote``), installed
+    and verified are true, ``path`` is empty and ``space_key`` is known from the start."""
 
     installed: bool
     verified: bool
     space_key: str | None
     path: str
+    backend: Literal["local", "gemini", "compatible"] = "local"
+    remote: RemoteBackendState | None = None
 
 
 class RagStatusReport(_Message):
@@ -578,14 +607,54 @@ class RagStatusReport(_Message):
     missing: int | None
     """Chunks still without a vector; null while the cache is cold (not known until the vault is indexed)."""
     vector_bytes: int
+    failed: int = 0
+    """Chunks the embedding service refused (too long); they are not sent again in this vector space."""
+
+
+class EmbedFailure(msgspec.Struct):
+    """A chunk the embedding service refused for good (too long): ``error`` quotes the server."""
+
+    asset_id: str
+    revision: int
+    chunk_hash: str
+    error: str
 
 
 class IndexReport(_Message):
-    """``rag index``: chunks embedded by this job, found already embedded, and still missing."""
+    """``rag index``: chunks embedded by this job, found already embedded, still missing, and refused by the
+    embedding service (not resent; the CLI exits 3 when there are any)."""
 
     embedded_now: int
     reused: int
     missing: int
+    failed: list[EmbedFailure] = []
+
+
+class Citation(msgspec.Struct):
+    """One source of an answer: the label it had in the request, the chunk's place in its record (UTF-8 byte
+    span of revision ``revision``'s body, half-open, checkable with ``memory read ID --revision N``) and the exact
+    ``text`` that was sent."""
+
+    label: str
+    asset_id: str
+    revision: int
+    chunk_hash: str
+    byte_start: int
+    byte_end: int
+    title: str
+    text: str
+
+
+class AskReport(_Message, omit_defaults=True):
+    """``rag ask``: ``status`` ``answered`` with the answer and its citations, or ``insufficient_evidence`` with
+    ``answer`` null, no citations and ``reason`` (``retrieval``: no chunk was evidence, the service was not
+    called; ``model``: the answer cited nothing)."""
+
+    status: Literal["answered", "insufficient_evidence"]
+    answer: str | None
+    citations: list[Citation]
+    mode: SearchMode
+    reason: Literal["retrieval", "model"] | None = None
 
 
 class InstalledFile(msgspec.Struct):
@@ -692,6 +761,7 @@ Result = (
     | SearchReport
     | MemorySearchReport
     | RagStatusReport
+    | AskReport
     | IndexReport
     | InstallReport
     | GrantCreated

@@ -24,9 +24,9 @@ from typing import Any, ClassVar, Generic, Literal, TypeVar, get_args
 import msgspec
 
 from memories import __version__
-from memories.config import HttpConfig
+from memories.config import EmbeddingConfig, GenerationConfig, HttpConfig, RerankConfig
 from memories.models.manifest import Manifest
-from memories.protocol import TAG_FIELD, InstalledFile, MatchMode, SearchMode
+from memories.protocol import TAG_FIELD, EmbedFailure, InstalledFile, MatchMode, SearchMode
 
 WORKER_PROTOCOL_VERSION = 2
 """Bumped with every change of a message below. A worker reporting another version (or another package
@@ -61,6 +61,39 @@ class IndexRecord(msgspec.Struct, frozen=True):
     body: str
     source: str | None = None
     tags: list[str] = []
+
+
+class InputRecipe(msgspec.Struct, frozen=True):
+    """How an embedding backend turns a chunk into its model input (the backend owns it, not the index worker).
+
+    ``prefix`` goes before the chunk text, with ``{title}`` replaced by the record's title (``none`` when empty):
+    EmbeddingGemma's ``"title: {title} | text: "``, a compatible model's ``document_prefix``, or nothing.
+    ``title_field``: the title travels beside the text instead (Gemini's ``title`` for ``RETRIEVAL_DOCUMENT``).
+    """
+
+    prefix: str = ""
+    title_field: bool = False
+
+
+class VectorSpace(msgspec.Struct, frozen=True):
+    """A vector space: its key (:func:`memories.models.embedding.vector_space_key`) and its input recipe."""
+
+    key: str
+    recipe: InputRecipe
+
+
+class ModelInput(msgspec.Struct, frozen=True, array_like=True):
+    """One exact model input: ``text`` with the recipe's prefix applied; ``title`` only with ``title_field``."""
+
+    text: str
+    title: str | None = None
+
+
+class Evidence(msgspec.Struct, frozen=True):
+    """Keep only evidence hits (:func:`memories.rag.answers.is_evidence`); ``min_similarity`` is the backend's
+    cosine threshold in vector and hybrid modes (None: lexical coverage only)."""
+
+    min_similarity: float | None = None
 
 
 class WorkerHit(msgspec.Struct, omit_defaults=True):
@@ -112,12 +145,14 @@ class IndexHits(_Message):
 
 
 class MissingInputs(_Message):
-    """``keys[i]`` is the hash of ``inputs[i]``; ``total_missing`` counts every missing chunk, ``embedded`` the rest."""
+    """``keys[i]`` is the hash of ``inputs[i]``; ``total_missing`` counts every missing chunk, ``embedded`` those
+    with a vector, ``failures`` those the service refused (neither missing nor embedded)."""
 
     keys: list[str]
-    inputs: list[str]
+    inputs: list[ModelInput]
     total_missing: int
     embedded: int
+    failures: list[EmbedFailure] = []
 
 
 class VectorsStored(_Message):
@@ -138,6 +173,7 @@ class IndexState(_Message):
     embedded: int
     missing: int
     vector_bytes: int
+    failed: int = 0
 
 
 class ModelLoaded(_Message):
@@ -161,6 +197,29 @@ class ModelInstalled(_Message):
     files: list[InstalledFile]
 
 
+class RemoteVectors(_Message):
+    """:class:`RemoteEmbed` done: float32[len(ok), dimension] bytes for the inputs at indexes ``ok``; ``failed``
+    maps the index of each input the service refused as too long to its reason."""
+
+    vectors: bytes
+    dimension: int
+    ok: list[int]
+    failed: dict[int, str] = {}
+
+
+class GeneratedText(_Message):
+    """:class:`Generate` done: the reply text (no thought parts, no reasoning fields)."""
+
+    text: str
+
+
+class RerankOrder(_Message):
+    """:class:`Rerank` done: every candidate index once, in the new order, with the service's score (None: the
+    service did not rank it)."""
+
+    order: list[tuple[int, float | None]]
+
+
 WorkerReplyBody = (
     IndexStale
     | IndexSynced
@@ -172,6 +231,9 @@ WorkerReplyBody = (
     | ModelLoaded
     | Vectors
     | ModelInstalled
+    | RemoteVectors
+    | GeneratedText
+    | RerankOrder
 )
 
 
@@ -214,7 +276,8 @@ class IndexSync(WorkerRequest[IndexSynced | IndexStale]):
 class IndexQuery(WorkerRequest[IndexHits | IndexStale]):
     """Search one vault's cache if it is at ``epoch``; otherwise the worker answers :class:`IndexStale`.
 
-    ``query_vector`` (float32[768] bytes) is given for vector and hybrid modes.
+    ``space`` and ``query_vector`` (float32[dimension] bytes) are given for vector and hybrid modes; with
+    ``evidence`` only the hits that are evidence for ``rag ask`` come back.
     """
 
     vault: str
@@ -226,16 +289,18 @@ class IndexQuery(WorkerRequest[IndexHits | IndexStale]):
     cards_only: bool
     no_rerank: bool
     highlight: bool = False
-    space_key: str | None = None
+    space: VectorSpace | None = None
     query_vector: bytes | None = None
+    evidence: Evidence | None = None
 
 
 class IndexMissing(WorkerRequest[MissingInputs | IndexStale]):
-    """Model inputs of up to ``limit`` chunks of the vault that have no vector in ``space_key`` yet."""
+    """Model inputs of up to ``limit`` chunks of the vault that have no vector in ``space`` yet (and were not
+    refused by the service)."""
 
     vault: str
     epoch: int
-    space_key: str
+    space: VectorSpace
     limit: int
 
 
@@ -248,13 +313,15 @@ class IndexStoreVectors(WorkerRequest[VectorsStored | IndexStale]):
     keys: list[str]
     vectors: bytes
     dimension: int
+    failed: dict[str, str] = {}
+    """Inputs the service refused for good: key → the server's reason (never offered again in this space)."""
 
 
 class IndexStatus(WorkerRequest[IndexState]):
     """What one vault's cache holds, whatever its epoch (``rag status``)."""
 
     vault: str
-    space_key: str | None = None
+    space: VectorSpace | None = None
 
 
 class IndexAtEpoch(WorkerRequest[IndexSynced | IndexStale]):
@@ -316,6 +383,39 @@ class DownloadModel(WorkerRequest[ModelInstalled]):
     http: HttpConfig
 
 
+class RemoteEmbed(WorkerRequest[RemoteVectors]):
+    """Embed ``inputs`` with the ``[rag.embedding]`` service (``workers.remote``); ``dimension`` is the width
+    already fixed (None: the configured one, else the first reply's); ``budget_seconds`` bounds every attempt and
+    wait."""
+
+    service: EmbeddingConfig
+    http: HttpConfig
+    inputs: list[ModelInput]
+    task: Literal["query", "document"]
+    dimension: int | None
+    budget_seconds: float
+
+
+class Generate(WorkerRequest[GeneratedText]):
+    """One ``rag ask`` call of the ``[rag.generation]`` service with the prepared user message."""
+
+    service: GenerationConfig
+    http: HttpConfig
+    user: str
+    budget_seconds: float
+
+
+class Rerank(WorkerRequest[RerankOrder]):
+    """One call of the learned reranker ``[rag.rerank]`` over ``documents`` (the candidates' texts, fused order)."""
+
+    service: RerankConfig
+    http: HttpConfig
+    query: str
+    documents: list[str]
+    top_n: int
+    budget_seconds: float
+
+
 WorkerRequestBody = (
     IndexSync
     | IndexCheckQuery
@@ -329,6 +429,9 @@ WorkerRequestBody = (
     | EmbedBatch
     | EmbedQuery
     | DownloadModel
+    | RemoteEmbed
+    | Generate
+    | Rerank
 )
 
 

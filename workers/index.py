@@ -86,7 +86,7 @@ def query(request: w.IndexQuery, ctx: Context) -> w.IndexHits | w.IndexStale:
 
 def missing(request: w.IndexMissing, ctx: Context) -> w.MissingInputs | w.IndexStale:
     cache = _current(request.vault, request.epoch)
-    return cache if isinstance(cache, w.IndexStale) else cache.missing(request.space_key, request.limit)
+    return cache if isinstance(cache, w.IndexStale) else cache.missing(request.space, request.limit)
 
 
 def store_vectors(request: w.IndexStoreVectors, ctx: Context) -> w.VectorsStored | w.IndexStale:
@@ -95,9 +95,7 @@ def store_vectors(request: w.IndexStoreVectors, ctx: Context) -> w.VectorsStored
     cache = _touch(request.vault, create=False)
     if cache is None:
         return w.IndexStale(have=None)
-    return w.VectorsStored(
-        stored=cache.store_vectors(request.space_key, request.keys, request.vectors, request.dimension)
-    )
+    return w.VectorsStored(stored=cache.store_vectors(request))
 
 
 def at_epoch(request: w.IndexAtEpoch, ctx: Context) -> w.IndexSynced | w.IndexStale:
@@ -111,7 +109,7 @@ def status(request: w.IndexStatus, ctx: Context) -> w.IndexState:
         return w.IndexState(
             cached=False, records=0, chunks=0, text_bytes=0, last_build=None, embedded=0, missing=0, vector_bytes=0
         )
-    return cache.state(request.space_key)
+    return cache.state(request.space)
 
 
 def drop(request: w.IndexDrop, ctx: Context) -> w.IndexSynced:

@@ -1,4 +1,5 @@
-"""The loop every worker process runs: typed frames on dedicated pipes, one request at a time.
+"""The loop every worker process runs: typed frames on dedicated pipes, one request at a time (or, for
+``workers.remote``, up to ``threads`` at once: its requests wait on the network, not the CPU).
 
 A worker is started by the supervisor as ``python -m workers.<name> IN_FD OUT_FD``: it reads
 :class:`~memories.worker_protocol.WorkerInbound` frames from ``IN_FD`` and writes
@@ -97,9 +98,14 @@ class _Worker:
             log_failure(logging.getLogger(self.name), "reading a request failed", exc)
         os._exit(0)  # the supervisor closed our pipe or died: never outlive it
 
-    def serve(self) -> None:
+    def serve(self, threads: int = 1) -> None:
         threading.Thread(target=self.read_forever, name="reader", daemon=True).start()
         self.send(w.WorkerHello(name=self.name, protocol=w.WORKER_PROTOCOL_VERSION, install=w.INSTALL))
+        for number in range(1, threads):
+            threading.Thread(target=self.handle_forever, name=f"handler-{number}", daemon=True).start()
+        self.handle_forever()
+
+    def handle_forever(self) -> None:
         while True:
             call = self.calls.get()
             if call.id in self.cancelled:  # cancelled while it waited in the queue: never started
@@ -129,10 +135,13 @@ class _Worker:
             )
 
 
-def run_worker(name: str, handlers: dict[type, Handler]) -> None:
-    """Entry point of a worker module: parse ``IN_FD OUT_FD`` from ``sys.argv`` and serve until the pipe closes."""
+def run_worker(name: str, handlers: dict[type, Handler], threads: int = 1) -> None:
+    """Entry point of a worker module: parse ``IN_FD OUT_FD`` from ``sys.argv`` and serve until the pipe closes.
+
+    ``threads`` handlers take requests from the queue at once (handlers must then be thread-safe).
+    """
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {name}[%(process)d] %(levelname)s %(message)s")
     harden_process()  # before the first request can hand us plaintext
     in_fd, out_fd = int(sys.argv[1]), int(sys.argv[2])
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C on `daemon run` is the supervisor's to handle
-    _Worker(name, in_fd, out_fd, handlers).serve()
+    _Worker(name, in_fd, out_fd, handlers).serve(threads)

@@ -1,16 +1,55 @@
-"""``workers.remote``: every outbound HTTP call of the daemon (today: the model download, R-23, R-37 … R-39).
+"""``workers.remote``: every outbound HTTP call of the daemon — the model download (R-23), remote embeddings,
+generation and the learned reranker (R-28 … R-39).
 
-Holds no keys and, for downloads, no vault data. Requests are cancelled between chunks through the worker loop's
-cancellation check; each file has its own time budget (``download_timeout_seconds``), not the job budget.
+Holds no keys. It handles up to :data:`THREADS` requests at once (the supervisor keeps embedding requests within
+``[rag.embedding] concurrency``), so a model download never blocks ``rag ask``; all share one httpx client per
+``[rag.http]``. Once it has been handed vault text the supervisor restarts it on lock, like the other plaintext
+workers. API keys are read here from the environment inherited from the daemon, so they never cross a pipe. Each
+request carries its job's budget as a deadline, and the worker loop's cancellation is checked before every attempt
+and during every wait.
 """
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
+import httpx
+import msgspec
+import numpy as np
+
 from memories import worker_protocol as w
+from memories.config import HttpConfig
+from memories.http.api import Endpoint, post_json
+from memories.http.client import build_client
+from memories.http.retry import Deadline, RetryPolicy
+from memories.models import generation, rerank
 from memories.models.install import InstallProgress, install_model
+from memories.models.remote_embedding import BatchLimit, EmbeddingService, EmbedText, embed_remote
 from workers.loop import Context, run_worker
+
+THREADS = 20
+"""Requests handled at once: ``[rag.embedding] concurrency`` is at most 16, plus a download, an ask, a rerank."""
+
+_clients: dict[bytes, httpx.Client] = {}
+_clients_lock = threading.Lock()
+_batch_limit = BatchLimit()
+
+
+def _client(config: HttpConfig) -> tuple[httpx.Client, RetryPolicy]:
+    """The shared client for these ``[rag.http]`` settings (one per daemon config, built on first use)."""
+    settings = msgspec.msgpack.encode(config)  # the struct is mutable, so not hashable; its encoding is
+    with _clients_lock:
+        client = _clients.get(settings)
+        if client is None:
+            client = _clients[settings] = build_client(config)
+    return client, RetryPolicy.from_config(config)
+
+
+def _deadline(seconds: float) -> Deadline:
+    return Deadline.after(
+        seconds, "budget_exceeded", f"the request did not finish within the job budget ({seconds:g} s)"
+    )
 
 
 def download_model(request: w.DownloadModel, ctx: Context) -> w.ModelInstalled:
@@ -31,5 +70,72 @@ def download_model(request: w.DownloadModel, ctx: Context) -> w.ModelInstalled:
     return w.ModelInstalled(files=report.files)
 
 
+def embed(request: w.RemoteEmbed, ctx: Context) -> w.RemoteVectors:
+    """float32[len(ok), dimension] for the inputs the service embedded; refused inputs in ``failed``."""
+    config = request.service
+    service = EmbeddingService(
+        config.protocol, config.url, config.model, config.dimensions, config.api_key_env, config.batch_size
+    )
+    client, policy = _client(request.http)
+    outcome = embed_remote(
+        client,
+        service,
+        [EmbedText(item.text, item.title) for item in request.inputs],
+        task=request.task,
+        dimension=request.dimension,
+        limit=_batch_limit,
+        policy=policy,
+        deadline=_deadline(request.budget_seconds),
+        cancelled=ctx.cancelled,
+    )
+    vectors = np.ascontiguousarray(outcome.vectors, dtype=np.float32)
+    width = vectors.shape[1] if vectors.ndim == 2 else 0
+    return w.RemoteVectors(vectors=vectors.tobytes(), dimension=width, ok=outcome.ok, failed=outcome.failed)
+
+
+def generate(request: w.Generate, ctx: Context) -> w.GeneratedText:
+    """One generation call; the reply text of a complete answer (``invalid_model_output`` otherwise)."""
+    config = request.service
+    client, policy = _client(request.http)
+    if config.protocol == "gemini":
+        endpoint = Endpoint("rag.generation", config.url, "x-goog-api-key", config.api_key_env)
+        body = generation.gemini_request(request.user, max_output_tokens=config.max_output_tokens)
+    else:
+        endpoint = Endpoint("rag.generation", config.url, "bearer", config.api_key_env)
+        body = generation.compatible_request(
+            config.model,
+            request.user,
+            max_output_tokens=config.max_output_tokens,
+            max_tokens_field=config.max_tokens_field,
+        )
+    reply = post_json(
+        client, endpoint, body, policy=policy, deadline=_deadline(request.budget_seconds), cancelled=ctx.cancelled
+    )
+    if config.protocol == "gemini":
+        return w.GeneratedText(text=generation.gemini_text(reply, config.max_output_tokens))
+    return w.GeneratedText(text=generation.compatible_text(reply, config.max_output_tokens))
+
+
+def rerank_documents(request: w.Rerank, ctx: Context) -> w.RerankOrder:
+    """The learned reranker's checked order of the candidates."""
+    config = request.service
+    client, policy = _client(request.http)
+    endpoint = Endpoint("rag.rerank", config.url, "bearer", config.api_key_env)
+    body = rerank.rerank_request(config.model, request.query, request.documents, request.top_n)
+    reply = post_json(
+        client, endpoint, body, policy=policy, deadline=_deadline(request.budget_seconds), cancelled=ctx.cancelled
+    )
+    return w.RerankOrder(order=rerank.reranked_order(reply, len(request.documents), request.top_n))
+
+
 if __name__ == "__main__":
-    run_worker("remote", {w.DownloadModel: download_model})
+    run_worker(
+        "remote",
+        {
+            w.DownloadModel: download_model,
+            w.RemoteEmbed: embed,
+            w.Generate: generate,
+            w.Rerank: rerank_documents,
+        },
+        threads=THREADS,
+    )

@@ -1,4 +1,4 @@
-"""``rag ingest|search|status|index|model-install``: knowledge cards and retrieval."""
+"""``rag ingest|search|ask|status|index|model-install``: knowledge cards, retrieval and answers."""
 
 from __future__ import annotations
 
@@ -141,6 +141,51 @@ def search(
 
 @command(rag)
 @click.argument("vault_ref", metavar="VAULT")
+@click.argument("question")
+@click.option("--mode", type=click.Choice(["bm25", "vector", "hybrid"]), help="Retrieval mode (default as rag search).")
+@click.option(
+    "--limit", type=click.IntRange(min=1), default=8, show_default=True, help=f"Most chunks (<= {MAX_RESULTS})."
+)
+@click.option("--cards-only", is_flag=True, help="Only knowledge cards.")
+@click.option("--no-rerank", is_flag=True, help="Skip both rerank stages.")
+def ask(
+    session: Session, vault_ref: str, question: str, mode: str | None, limit: int, cards_only: bool, no_rerank: bool
+) -> None:
+    """Answer QUESTION from the vault's own notes with the daemon's [rag.generation] service (R-43).
+
+    Only evidence chunks are sent, as untrusted data; every citation is checked to name a chunk that was sent
+    (references are checked, not whether each claim is supported). Exit status 0 for an answer and for
+    insufficient_evidence.
+    """
+    check_result_limit(limit)
+    request = p.RagAsk(
+        vault=vault_ref,
+        question=question,
+        mode=mode,  # type: ignore[arg-type]
+        limit=limit,
+        cards_only=cards_only,
+        no_rerank=no_rerank,
+    )
+
+    def human(document: dict) -> None:
+        if document["status"] != "answered":
+            reason = "no chunk is evidence" if document["reason"] == "retrieval" else "the model cited nothing"
+            click.echo(f"insufficient evidence ({reason}; {document['mode']})")
+            return
+        click.echo(printable(document["answer"]))
+        click.echo("")
+        for citation in document["citations"]:
+            span = f"{citation['byte_start']}-{citation['byte_end']}"
+            click.echo(
+                f"[{citation['label']}] {one_line(citation['title'], 70)}  "
+                f"({citation['asset_id']} r{citation['revision']}, bytes {span})"
+            )
+
+    session.emit(*session.call(request, progress=True), human)
+
+
+@command(rag)
+@click.argument("vault_ref", metavar="VAULT")
 def status(session: Session, vault_ref: str) -> None:
     """What is cached and embedded for a vault (works while locked)."""
 
@@ -155,8 +200,19 @@ def status(session: Session, vault_ref: str) -> None:
         missing = "?" if document["missing"] is None else document["missing"]
         vectors = f"{document['embedded']} embedded, {missing} missing"
         click.echo(f"vectors    {vectors}, {document['vector_bytes']:,} bytes")
-        state = "not installed" if not model["installed"] else ("verified" if model["verified"] else "installed")
-        click.echo(f"model      {state} at {model['path']}")
+        remote = model.get("remote")
+        if remote:
+            key = remote["api_key_env"] or "no key"
+            if remote["api_key_env"]:
+                key += " (set)" if remote["key_set"] else " (not set)"
+            width = remote["dimension"] or "from the first reply"
+            click.echo(f"embedding  {remote['protocol']} {remote['url']} model {remote['model']}, {width} dims, {key}")
+            click.echo(f"space      {model['space_key']}")
+        else:
+            state = "not installed" if not model["installed"] else ("verified" if model["verified"] else "installed")
+            click.echo(f"model      {state} at {model['path']}")
+        if document.get("failed"):
+            click.echo(f"refused    {document['failed']} chunks (too long for the embedding service)")
         limits = ", ".join(f"{k} {v:,}" for k, v in document["limits"].items())
         click.echo(f"limits     {limits}")
 
@@ -166,19 +222,30 @@ def status(session: Session, vault_ref: str) -> None:
 @command(rag)
 @click.argument("vault_ref", metavar="VAULT")
 @click.option("--background", is_flag=True, help="Queue a job that keeps embedding in budgeted rounds after exit.")
-def index(session: Session, vault_ref: str, background: bool) -> None:
-    """Embed every chunk that has no vector yet (R-26)."""
+def index(session: Session, vault_ref: str, background: bool) -> int:
+    """Embed every chunk that has no vector yet (R-26).
+
+    Exit status 3 when the embedding service refused some chunks (too long): they are listed under ``failed`` and
+    not sent again.
+    """
 
     def human(document: dict) -> None:
         if "job_id" in document:
             click.echo(f"job {document['job_id']} queued; follow it with `memories jobs`")
-        else:
+            return
+        click.echo(
+            f"{document['embedded_now']} chunks embedded now, {document['reused']} reused, "
+            f"{document['missing']} missing, {len(document['failed'])} refused"
+        )
+        for failure in document["failed"]:
             click.echo(
-                f"{document['embedded_now']} chunks embedded now, {document['reused']} reused, "
-                f"{document['missing']} missing"
+                f"  refused {failure['asset_id']} r{failure['revision']} {failure['chunk_hash'][:12]}: ", nl=False
             )
+            click.echo(printable(failure["error"]))
 
-    session.emit(*session.call(p.RagIndex(vault=vault_ref, background=background), progress=True), human)
+    document, warnings = session.call(p.RagIndex(vault=vault_ref, background=background), progress=True)
+    session.emit(document, warnings, human)
+    return EXIT_PARTIAL if document.get("failed") else 0
 
 
 @command(rag, name="model-install")

@@ -155,7 +155,15 @@ class Models:
             def on_progress(event: w.WorkerProgress) -> None:
                 job.progress(event.done, event.total, event.unit)
 
-            reply = await job.call(daemon.workers["remote"], download, on_progress=on_progress)
+            while True:
+                restarts = daemon.remote_lock_restarts
+                try:
+                    reply = await job.call(daemon.workers["remote"], download, on_progress=on_progress)
+                    break
+                except MemoriesError as exc:
+                    # Lock restarts workers.remote when it has seen vault text: the download resumes from its parts.
+                    if exc.code != "worker_crashed" or daemon.remote_lock_restarts == restarts:
+                        raise
             return p.InstallReport(path=str(self.path), files=reply.files)
 
         return await daemon.jobs.run(job, work)

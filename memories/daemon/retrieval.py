@@ -1,8 +1,14 @@
 """Search requests and ``rag status``: the supervisor's half of the retrieval pipeline (R-06 … R-14).
 
 A search is a job: it brings the vault's cache up to date (:mod:`memories.daemon.cache_sync`), embeds what vector
-and hybrid modes need (:mod:`memories.daemon.indexing`), runs the query in the index worker and keeps only hits
-of records that are eligible at that revision right now, labelled ``S1..Sn`` in rank order.
+and hybrid modes need (:mod:`memories.daemon.indexing`), runs the query in the index worker, keeps only hits
+of records that are eligible at that revision right now, reorders them with the learned reranker when
+``[rag.rerank]`` is configured (R-36), and labels them ``S1..Sn`` in rank order. ``rag ask``
+(:mod:`memories.daemon.ask`) retrieves the same way, keeping only evidence chunks.
+
+Device-only vaults (R-41): an explicit vector or hybrid search, and the learned reranker, are refused before any
+request when their endpoint is not loopback; the default mode falls back to bm25 (and skips such a reranker) with a
+warning.
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ import msgspec
 
 from memories import protocol as p
 from memories import worker_protocol as w
+from memories.daemon.backends import request_budget
+from memories.daemon.egress import leaves_device, refuse_device_only
 from memories.daemon.jobs import VaultJob
 from memories.daemon.server import Connection
 from memories.errors import MemoriesError
@@ -29,6 +37,10 @@ second on a laptop, R-26)."""
 
 MEMORY_SEARCH_CHUNKS_PER_RECORD = 3
 """Chunks shown under each record of ``memory search``."""
+
+RERANK_CANDIDATES = 30
+"""Chunks sent to the learned reranker (at least the requested limit): the fused ranking's head, where a better
+order matters; a deeper list costs the service more for little change at the top."""
 
 LIMITS = {
     "chunks": MAX_CHUNKS,
@@ -52,39 +64,93 @@ class Retrieval:
             MemoriesError: ``limit_too_large``, ``query_too_long``, ``too_many_terms``, ``vault_too_large``,
                 ``model_not_installed``, ``model_invalid``, ``budget_exceeded`` and the workers' failures.
         """
-        daemon = self._daemon
         vault, job = await self._start(request.vault, request.limit, conn)
 
         async def work(job: VaultJob) -> p.SearchReport:
-            mode = request.mode
-            if mode is None:
-                mode = await self._default_mode(job, vault, conn)
-            space_key, vector = None, None
-            if mode != "bm25":
-                # Check the query before the costly steps: a query over the limits, or one that finds nothing.
-                checked = await job.call(daemon.workers["index"], w.IndexCheckQuery(query=request.query))
-                if checked.terms == 0:
-                    return p.SearchReport(mode=mode, match_mode=request.match_mode, results=[])
-                space_key = await daemon.models.space_key()
-                await daemon.indexing.embed_missing(job, vault, space_key)
-                vector = await daemon.models.embed_query(job, request.query)
-            query = w.IndexQuery(
-                vault=vault.id,
-                epoch=job.epoch,
-                query=request.query,
-                mode=mode,
-                match_mode=request.match_mode,
-                limit=request.limit,
-                cards_only=request.cards_only,
-                no_rerank=request.no_rerank,
-                highlight=request.highlight,
-                space_key=space_key,
-                query_vector=vector,
-            )
-            hits = await self._query(job, vault, query, conn)
+            mode, hits = await self.retrieve(job, vault, conn, request)
             return p.SearchReport(mode=mode, match_mode=request.match_mode, results=_labelled(hits))
 
-        return await daemon.jobs.run(job, work)
+        return await self._daemon.jobs.run(job, work)
+
+    async def retrieve(
+        self, job: VaultJob, vault: VaultRow, conn: Connection, request: p.RagSearch, *, evidence: bool = False
+    ) -> tuple[p.SearchMode, list[w.WorkerHit]]:
+        """The mode used and the hits of ``request`` in rank order (unlabelled); with ``evidence``, only chunks that
+        are evidence for ``rag ask`` (:func:`memories.rag.answers.is_evidence`).
+
+        Raises:
+            MemoriesError: ``device_only_vault`` (before any request leaves), the search's limits, the embedding
+                backend's and the reranker's failures.
+        """
+        daemon = self._daemon
+        backend = daemon.embedding
+        mode = request.mode
+        if mode is None:
+            mode = await self._default_mode(job, vault, conn)
+        elif mode != "bm25":
+            refuse_device_only(vault, backend.egress_url, "rag.embedding")
+        rerank = None if request.no_rerank else daemon.config.rag.rerank
+        if rerank is not None and vault.device_only and leaves_device(rerank.url):
+            if request.mode is None:
+                conn.warnings.append(
+                    f"not reranking: vault {vault.name} is device-only and [rag.rerank] is not loopback"
+                )
+                rerank = None
+            else:
+                refuse_device_only(vault, rerank.url, "rag.rerank")
+        space, vector = None, None
+        if mode != "bm25":
+            # Check the query before the costly steps: a query over the limits, or one that finds nothing.
+            checked = await job.call(daemon.workers["index"], w.IndexCheckQuery(query=request.query))
+            if checked.terms == 0:
+                return mode, []
+            space = await backend.space()
+            await daemon.indexing.embed_missing(job, vault, space)
+            vector = await backend.embed_query(job, request.query)
+        query = w.IndexQuery(
+            vault=vault.id,
+            epoch=job.epoch,
+            query=request.query,
+            mode=mode,
+            match_mode=request.match_mode,
+            limit=max(request.limit, RERANK_CANDIDATES) if rerank is not None else request.limit,
+            cards_only=request.cards_only,
+            no_rerank=request.no_rerank,
+            highlight=request.highlight,
+            space=space,
+            query_vector=vector,
+            evidence=w.Evidence(backend.min_similarity if mode != "bm25" else None) if evidence else None,
+        )
+        hits = await self._query(job, vault, query, conn)
+        if rerank is not None and len(hits) > 1:
+            hits = await self._learned_rerank(job, request.query, hits, request.limit)
+        return mode, hits[: request.limit]
+
+    async def _learned_rerank(
+        self, job: VaultJob, query: str, hits: list[w.WorkerHit], limit: int
+    ) -> list[w.WorkerHit]:
+        """``hits`` in the learned reranker's order: ranked chunks by its score (their ``score`` becomes the
+        service's ``relevance_score``), then the others in fused order with their fused score."""
+        daemon = self._daemon
+        config = daemon.config.rag.rerank
+        assert config is not None
+        body = w.Rerank(
+            service=config,
+            http=daemon.config.rag.http,
+            query=query,
+            documents=[hit.text or hit.title for hit in hits],
+            top_n=min(limit, len(hits)),
+            budget_seconds=request_budget(job, daemon),
+        )
+        daemon.remote_saw_vault_text()
+        reply = await job.call(daemon.workers["remote"], body)
+        ordered = []
+        for index, score in reply.order:
+            hit = hits[index]
+            if score is not None:
+                hit.score = score
+            ordered.append(hit)
+        return ordered
 
     async def memory_search(self, request: p.MemorySearch, conn: Connection) -> p.MemorySearchReport:
         """``memory search``: lexical (BM25), grouped by record, best record first (R-06, R-11).
@@ -123,12 +189,14 @@ class Retrieval:
         vault = await daemon.resolve(request.vault)
         locked = daemon.keyring.locked
         records = None if locked else len(await daemon.db(daemon.vaults.eligible, vault))
-        model = await daemon.models.state()
-        conn.warnings.extend(daemon.models.load_warnings())
+        backend = daemon.embedding
+        model = await backend.state()
+        conn.warnings.extend(backend.load_warnings())
         too_large = daemon.cache_sync.too_large(vault)
         if too_large:
             conn.warnings.append(f"searches fail until records are removed: {too_large}")
-        reply = await daemon.workers["index"].call(w.IndexStatus(vault=vault.id, space_key=model.space_key))
+        space = await backend.space() if model.space_key is not None else None
+        reply = await daemon.workers["index"].call(w.IndexStatus(vault=vault.id, space=space))
         return p.RagStatusReport(
             vault=vault.id,
             locked=locked,
@@ -142,6 +210,7 @@ class Retrieval:
             embedded=reply.embedded,
             missing=reply.missing if reply.cached else None,
             vector_bytes=reply.vector_bytes,
+            failed=reply.failed,
         )
 
     async def _start(self, vault_ref: str, limit: int, conn: Connection) -> tuple[VaultRow, VaultJob]:
@@ -169,16 +238,23 @@ class Retrieval:
         return [hit for hit in reply.hits if eligible.get(hit.asset_id) == hit.revision]
 
     async def _default_mode(self, job: VaultJob, vault: VaultRow, conn: Connection) -> p.SearchMode:
-        """Hybrid when an embedding backend is available and the vault is (nearly) embedded, else bm25."""
-        models = self._daemon.models
-        if not models.installed():
+        """Hybrid when an embedding backend is available, may see the vault, and the vault is (nearly) embedded
+        (chunks the service refused do not count), else bm25: a search never embeds a whole vault through a paid
+        API."""
+        backend = self._daemon.embedding
+        if not backend.available():
+            return "bm25"
+        if vault.device_only and leaves_device(backend.egress_url):
+            conn.warnings.append(
+                f"searching with bm25: vault {vault.name} is device-only and [rag.embedding] url is not loopback"
+            )
             return "bm25"
         try:
-            space_key = await models.space_key()
+            space = await backend.space()
         except MemoriesError as exc:
             conn.warnings.append(f"searching with bm25: the embedding model does not load ({exc.message})")
             return "bm25"
-        ask = w.IndexMissing(vault=vault.id, epoch=job.epoch, space_key=space_key, limit=0)
+        ask = w.IndexMissing(vault=vault.id, epoch=job.epoch, space=space, limit=0)
         missing = await self._daemon.cache_sync.call(job, vault, ask)
         if missing.total_missing > ON_DEMAND_DEFAULT:
             conn.warnings.append(

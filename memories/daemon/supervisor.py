@@ -21,6 +21,8 @@ import trio
 
 from memories import protocol as p
 from memories.config import Config, config_digest
+from memories.daemon.ask import Asking
+from memories.daemon.backends import embedding_backend
 from memories.daemon.cache_sync import CacheSync
 from memories.daemon.grants import Grants
 from memories.daemon.indexing import Indexing
@@ -46,8 +48,8 @@ T = TypeVar("T")
 
 WORKER_NAMES = ("index", "embedding", "remote")
 PLAINTEXT_WORKERS = ("index", "embedding")
-"""Workers that are handed record text; ``remote`` only downloads the model for now (remote embedding and
-generation will hand it chunks and join this list)."""
+"""Workers that are always handed record text, and restarted on lock. ``remote`` joins them once it has been handed
+vault text (remote embedding, rerank, generation): :meth:`Daemon.remote_saw_vault_text`."""
 
 _ALWAYS_ALLOWED = (p.Status, p.Stop)
 
@@ -76,12 +78,17 @@ class Daemon:
         spawn = process_spawner(environments, log_file, home.root)
         self.workers = {name: WorkerHandle(name, spawn, self._count_drop) for name in WORKER_NAMES}
         self.models = Models(self)
+        self.embedding = embedding_backend(self)
         self.cache_sync = CacheSync(self)
         self.indexing = Indexing(self)
         self.retrieval = Retrieval(self)
         self.ingest = Ingest(self)
         self.records = Records(self)
         self.tools = Tools(self)
+        self.asking = Asking(self)
+        self.remote_has_vault_text = False
+        self.remote_lock_restarts = 0
+        """Times lock restarted ``workers.remote``; a model download it cut resumes (:meth:`Models.install`)."""
         self._handlers: dict[type, Handler] = {
             p.Status: self._status,
             p.Stop: self._stop,
@@ -94,6 +101,7 @@ class Daemon:
             p.MemorySearch: self.retrieval.memory_search,
             p.RagSearch: self.retrieval.search,
             p.RagStatus: self.retrieval.status,
+            p.RagAsk: self.asking.ask,
             p.RagIngest: self.ingest.run,
             p.RagIndex: self.indexing.index,
             p.RagModelInstall: self.models.install,
@@ -181,7 +189,7 @@ class Daemon:
 
     async def lock(self) -> None:
         """Drop keys and decrypted headers, cancel every vault job, restart the workers that are handed plaintext
-        (index and embedding; R-44).
+        (index and embedding, and remote once it has seen vault text; R-44).
 
         Taken under the store's limiter, so it never interleaves with a store call in its thread: an add is
         either committed and acknowledged before the lock, or refused after it, and an unlock that is deriving
@@ -194,6 +202,14 @@ class Daemon:
             self.jobs.cancel_where("vault_locked")
             for name in PLAINTEXT_WORKERS:
                 self.workers[name].kill()
+            if self.remote_has_vault_text:
+                self.remote_has_vault_text = False
+                self.remote_lock_restarts += 1
+                self.workers["remote"].kill()
+
+    def remote_saw_vault_text(self) -> None:
+        """Called before vault text goes to ``workers.remote``: from now on lock restarts it too (R-44)."""
+        self.remote_has_vault_text = True
 
     def content_changed(self, vault: VaultRow) -> None:
         """A vault's content or policy changed: its caches are stale from now on (R-19)."""

@@ -36,6 +36,12 @@ SYSTEM_PROMPT = (
     'question, reply {"answer": "", "citations": []}.'
 )
 
+MIN_SIMILARITY = {"local": 0.5, "gemini": 0.7, "compatible": 0.6}
+"""Default cosine at which a chunk counts as evidence, per backend (``[rag.embedding] min_similarity`` overrides
+it). Not yet measured on ``../shared/devsets/``: they are conservative guesses from where unrelated text tends to
+sit for each kind of model (EmbeddingGemma's query/document prompts give unrelated pairs around 0.2-0.4; Gemini's
+embeddings sit higher, unrelated pairs around 0.5-0.6; a compatible model is unknown, so its bar is in between)."""
+
 _THINK = re.compile(r"^\s*<think>.*?</think>", re.DOTALL)
 _FENCE = re.compile(r"^```[A-Za-z]*\s*\n?(.*?)\n?```$", re.DOTALL)
 _INLINE_LABEL = re.compile(r"\[(S\d+)\]")

@@ -17,19 +17,24 @@ the reranker multiplies a non-negative score by ``1 + 0.5·coverage + 0.25·phra
 empty the other's order is kept. Ties: BM25 by record id then byte offset; vector by the order of the chunks in
 the vault; RRF by best rank, then the BM25 rank.
 
-Chunks reach the model as :func:`model_input` names them (the model card's document prompt).
+Chunks reach the model as :func:`model_input` names them, by the embedding backend's recipe (for EmbeddingGemma,
+the model card's document prompt). With ``evidence`` (``rag ask``), only chunks that are evidence come back
+(:func:`memories.rag.answers.is_evidence`).
 """
 
 from __future__ import annotations
 
+import json
 import posixpath
 import time
 
 import numpy as np
 
 from memories import worker_protocol as w
-from memories.models.embedding import document_input, estimated_tokens
+from memories.models.embedding import estimated_tokens
+from memories.protocol import EmbedFailure
 from memories.rag.analysis import AnalyzedQuery, analyze_query, han_script, highlight_spans, text_language
+from memories.rag.answers import is_evidence
 from memories.rag.fusion import Candidate, QueryFacts, fuse, prefer_script, rerank
 from memories.rag.vault_index import ChunkRow, VaultIndex
 from memories.rag.vectors import VectorStore, input_hash
@@ -47,9 +52,11 @@ class VaultCache:
         self.vectors = VectorStore()
         self.epoch: int | None = None
         self.last_build: float | None = None
-        self._input_keys: dict[int, str] = {}
+        self._input_keys: dict[w.InputRecipe, dict[int, str]] = {}
         self._candidates: dict[int, Candidate[int]] = {}
-        self._spaces: set[str] = set()
+        self._spaces: dict[str, w.InputRecipe] = {}
+        self._failed: dict[str, dict[str, str]] = {}
+        """Per space key: input key → the service's reason for refusing it (not offered again)."""
 
     # -- updates -------------------------------------------------------------------------------------------
 
@@ -64,43 +71,61 @@ class VaultCache:
         self.last_build = time.time()
 
     def stamp(self, epoch: int) -> None:
-        """Mark the cache as holding the vault at ``epoch`` and drop vectors that no chunk uses any more."""
+        """Mark the cache as holding the vault at ``epoch`` and drop vectors (and refusals) that no chunk uses."""
         live = {row.rowid for row in self.index.rows()}
-        self._input_keys = {rowid: key for rowid, key in self._input_keys.items() if rowid in live}
+        for keys in self._input_keys.values():
+            for rowid in [rowid for rowid in keys if rowid not in live]:
+                del keys[rowid]
         self._candidates = {rowid: candidate for rowid, candidate in self._candidates.items() if rowid in live}
-        keys = {self._key(row) for row in self.index.rows()}
-        self.vectors.retain((space, key) for space in self._spaces for key in keys)
+        used = {space: {self._key(row, recipe) for row in self.index.rows()} for space, recipe in self._spaces.items()}
+        self.vectors.retain((space, key) for space, keys in used.items() for key in keys)
+        for space, failed in self._failed.items():
+            self._failed[space] = {key: reason for key, reason in failed.items() if key in used.get(space, ())}
         self.epoch = epoch
 
-    def store_vectors(self, space_key: str, keys: list[str], vectors: bytes, dimension: int) -> int:
-        """Store finished vectors (float32[n, dimension] bytes); returns how many were new."""
-        matrix = np.frombuffer(vectors, dtype=np.float32).reshape(len(keys), dimension)
-        self._spaces.add(space_key)
-        return self.vectors.add(space_key, keys, matrix)
+    def store_vectors(self, request: w.IndexStoreVectors) -> int:
+        """Store finished vectors (float32[n, dimension] bytes) and refused inputs; returns how many vectors were
+        new."""
+        matrix = np.frombuffer(request.vectors, dtype=np.float32).reshape(len(request.keys), request.dimension)
+        if request.failed:
+            self._failed.setdefault(request.space_key, {}).update(request.failed)
+        return self.vectors.add(request.space_key, request.keys, matrix)
 
     # -- embedding plan ------------------------------------------------------------------------------------
 
-    def missing(self, space_key: str, limit: int) -> w.MissingInputs:
-        """Up to ``limit`` model inputs without a vector, shortest first by :func:`estimated_tokens` (the
-        tokenizer lives in the embedding worker), so consecutive batches have similar token lengths and little
-        padding; plus how many are missing and embedded in all."""
+    def missing(self, space: w.VectorSpace, limit: int) -> w.MissingInputs:
+        """Up to ``limit`` model inputs without a vector (and not refused by the service), shortest first by
+        :func:`estimated_tokens` (the tokenizer lives in the embedding worker), so consecutive batches have similar
+        token lengths and little padding; plus how many are missing, embedded and refused in all."""
+        self._spaces[space.key] = space.recipe
         wanted: dict[str, ChunkRow] = {}
         for row in self.index.rows():
-            wanted.setdefault(self._key(row), row)
-        missing = self.vectors.missing(space_key, wanted)
-        inputs = {key: model_input(wanted[key]) for key in missing}
-        chosen = sorted(missing, key=lambda key: (estimated_tokens(inputs[key]), wanted[key].rowid))[:limit]
+            wanted.setdefault(self._key(row, space.recipe), row)
+        failed = self._failed.get(space.key, {})
+        missing = [key for key in self.vectors.missing(space.key, wanted) if key not in failed]
+        inputs = {key: model_input(wanted[key], space.recipe) for key in missing}
+        chosen = sorted(missing, key=lambda key: (estimated_tokens(inputs[key].text), wanted[key].rowid))[:limit]
+        failures = [
+            EmbedFailure(row.record_id, row.revision, row.chunk.chunk_hash, failed[key])
+            for key, row in wanted.items()
+            if key in failed
+        ]
         return w.MissingInputs(
             keys=chosen,
             inputs=[inputs[key] for key in chosen],
             total_missing=len(missing),
-            embedded=len(wanted) - len(missing),
+            embedded=len(wanted) - len(missing) - len(failures),
+            failures=failures,
         )
 
-    def state(self, space_key: str | None) -> w.IndexState:
+    def state(self, space: w.VectorSpace | None) -> w.IndexState:
         stats = self.index.stats()
-        keys = {self._key(row) for row in self.index.rows()}
-        embedded = 0 if space_key is None else len(keys) - len(self.vectors.missing(space_key, keys))
+        embedded = failed = 0
+        if space is not None:
+            plan = self.missing(space, 0)
+            embedded, missing, failed = plan.embedded, plan.total_missing, len(plan.failures)
+        else:
+            missing = len({row.chunk.chunk_hash for row in self.index.rows()})
         return w.IndexState(
             cached=True,
             records=stats.records,
@@ -108,8 +133,9 @@ class VaultCache:
             text_bytes=stats.text_bytes,
             last_build=self.last_build,
             embedded=embedded,
-            missing=len(keys) - embedded,
+            missing=missing,
             vector_bytes=self.vectors.nbytes,
+            failed=failed,
         )
 
     # -- search --------------------------------------------------------------------------------------------
@@ -129,10 +155,19 @@ class VaultCache:
             language=text_language(request.query),
             script=han_script(request.query),
         )
+        cosine: dict[int, float] = {}
         if request.mode == "bm25":
-            ranked = self._lexical(query, facts, request, request.limit)
+            depth = request.limit if request.evidence is None else max(CANDIDATES, request.limit)
+            ranked = self._lexical(query, facts, request, depth)
         else:
-            ranked = self._semantic(query, facts, request)
+            ranked, cosine = self._semantic(query, facts, request)
+        if request.evidence is not None:
+            threshold = request.evidence.min_similarity
+            ranked = [
+                (rowid, score)
+                for rowid, score in ranked
+                if is_evidence(query.terms, self.index.row(rowid).terms, cosine.get(rowid), threshold)
+            ]
         return [
             _hit(self.index.row(rowid), score, query if request.highlight else None)
             for rowid, score in ranked[: request.limit]
@@ -147,8 +182,12 @@ class VaultCache:
         hits = self.index.search(query, match_mode=request.match_mode, limit=depth, cards_only=request.cards_only)
         return prefer_script(facts, [(self._candidate(hit.row.rowid), hit.score) for hit in hits])[:limit]
 
-    def _semantic(self, query: AnalyzedQuery, facts: QueryFacts, request: w.IndexQuery) -> list[tuple[int, float]]:
-        assert request.space_key is not None and request.query_vector is not None
+    def _semantic(
+        self, query: AnalyzedQuery, facts: QueryFacts, request: w.IndexQuery
+    ) -> tuple[list[tuple[int, float]], dict[int, float]]:
+        """The vector or hybrid ranking, and the cosine of each chunk that had one (row id → cosine)."""
+        assert request.space is not None and request.query_vector is not None
+        space = request.space
         depth = max(CANDIDATES, request.limit)
         rows = [row for row in self.index.rows() if not request.cards_only or row.kind == "card"]
         if request.match_mode != "any":
@@ -156,13 +195,14 @@ class VaultCache:
             rows = [row for row in rows if row.rowid in allowed]
         by_key: dict[str, list[ChunkRow]] = {}
         for row in rows:
-            by_key.setdefault(self._key(row), []).append(row)
+            by_key.setdefault(self._key(row, space.recipe), []).append(row)
         vector = np.frombuffer(request.query_vector, dtype=np.float32)
         cosine = [
             (row.rowid, score)
-            for key, score in self.vectors.search(request.space_key, vector, by_key, limit=depth)
+            for key, score in self.vectors.search(space.key, vector, by_key, limit=depth)
             for row in by_key[key]
         ]
+        similarity = dict(cosine)
         if request.mode == "vector":
             fused = cosine
         else:
@@ -173,8 +213,8 @@ class VaultCache:
                 [self._candidate(rowid) for rowid, _ in cosine],
             )
         if request.no_rerank:
-            return fused
-        return rerank(facts, [(self._candidate(rowid), score) for rowid, score in fused[:depth]])
+            return fused, similarity
+        return rerank(facts, [(self._candidate(rowid), score) for rowid, score in fused[:depth]]), similarity
 
     def _candidate(self, rowid: int) -> Candidate[int]:
         """The row as fusion sees it; its language and script are worked out once per row."""
@@ -186,25 +226,37 @@ class VaultCache:
             )
         return candidate
 
-    def _key(self, row: ChunkRow) -> str:
-        key = self._input_keys.get(row.rowid)
+    def _key(self, row: ChunkRow, recipe: w.InputRecipe) -> str:
+        keys = self._input_keys.setdefault(recipe, {})
+        key = keys.get(row.rowid)
         if key is None:
-            key = self._input_keys[row.rowid] = input_hash(model_input(row))
+            key = keys[row.rowid] = input_key(model_input(row, recipe))
         return key
 
 
-def model_input(row: ChunkRow) -> str:
-    """The exact model input of a chunk: the document prompt with the record's title and the chunk's text.
+def model_input(row: ChunkRow, recipe: w.InputRecipe) -> w.ModelInput:
+    """The exact model input of a chunk under ``recipe`` (:class:`~memories.worker_protocol.InputRecipe`): the
+    recipe's prefix with ``{title}`` filled in, then the chunk's text; or the text with the title beside it.
 
     A title that is only the file name (a note without a heading: ``rag ingest`` then titles it by its file
     name) is no title for the model, which gets ``none`` as the model card says for untitled documents: a name
     such as ``2024-05-01.md`` or ``zh-118.md`` would otherwise weigh on every vector of the note, most of all on
     short ones. BM25 still matches the file name (title and metadata columns).
     """
-    title: str | None = row.title
+    title: str | None = row.title or None
     if row.source is not None and title == posixpath.basename(row.source):
         title = None
-    return document_input(title, row.chunk.text)
+    if recipe.title_field:
+        return w.ModelInput(recipe.prefix + row.chunk.text, title)
+    return w.ModelInput(recipe.prefix.replace("{title}", title or "none") + row.chunk.text)
+
+
+def input_key(item: w.ModelInput) -> str:
+    """The vector key of a model input: :func:`memories.rag.vectors.input_hash` of the text, or of the JSON pair
+    ``[title, text]`` when the title travels beside it (so the two can never be confused)."""
+    if item.title is None:
+        return input_hash(item.text)
+    return input_hash(json.dumps([item.title, item.text], ensure_ascii=False))
 
 
 def _hit(row: ChunkRow, score: float, highlight: AnalyzedQuery | None) -> w.WorkerHit:

@@ -8,16 +8,16 @@ and chunk text, :func:`input_hash`). So:
 - an edit re-embeds only the chunks whose input changed, and an edit elsewhere in the vault costs nothing;
 - vectors of two spaces are never compared: every lookup and search names its space.
 
-Vectors live in one contiguous float32 matrix, rebuilt lazily on the first search after adds or drops, so a
-search is one matrix-vector product. Nothing here is ever written to disk (R-20). Not thread-safe: the index
-worker handles one request at a time.
+Each vector space has its own width and one contiguous float32 matrix, rebuilt lazily on the first search after
+adds or drops, so a search is one matrix-vector product. Nothing here is ever written to disk (R-20). Not
+thread-safe: the index worker handles one request at a time.
 
 Example::
 
     store = VectorStore()
     hashes = [input_hash(text) for text in inputs]
     todo = store.missing(space, hashes)            # -> the hashes still to embed
-    store.add(space, todo, vectors)                # float32[len(todo), 768], unit rows
+    store.add(space, todo, vectors)                # float32[len(todo), width], unit rows
     store.search(space, query_vector, hashes)      # -> [(input_hash, cosine), ...] best first
 """
 
@@ -30,10 +30,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from memories.errors import MemoriesError
-from memories.models.embedding import DIMENSION
 
 MAX_VECTOR_BYTES = 32 * 1024 * 1024
-"""R-21: at most 32 MiB of vectors per cached vault (10,922 vectors of 768 float32)."""
+"""R-21: at most 32 MiB of vectors per cached vault (10,922 vectors of 768 float32; 10,000 chunks up to 838 wide)."""
 NORM_TOLERANCE = 1e-3
 """How far from 1 a stored vector's L2 norm may be; backends normalize to about 1e-6, remote ones less tightly."""
 
@@ -51,39 +50,52 @@ def input_hash(model_input: str) -> str:
 
 
 class VectorStore:
-    """Unit vectors of one vault, keyed by ``(space_key, input_hash)``.
+    """Unit vectors of one vault, keyed by ``(space_key, input_hash)``, each space with its own width.
+
+    A space's width is fixed by the first vectors added to it (768 for EmbeddingGemma; a remote backend's
+    ``dimensions`` or first reply). :data:`MAX_VECTOR_BYTES` bounds the vault's vectors across all spaces: 10,000
+    chunks fit up to 838 dimensions (32 MiB / (10,000 × 4 bytes)), so a wider configuration makes a large vault
+    ``vault_too_large``.
 
     Args:
-        dimension: width of every vector (768).
         max_bytes: limit on :attr:`nbytes` (R-21, 32 MiB).
     """
 
-    def __init__(self, *, dimension: int = DIMENSION, max_bytes: int = MAX_VECTOR_BYTES) -> None:
-        self.dimension = dimension
+    def __init__(self, *, max_bytes: int = MAX_VECTOR_BYTES) -> None:
         self.max_bytes = max_bytes
         self.clear()
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return sum(len(space) for space in self._spaces.values())
 
     def __contains__(self, key: object) -> bool:
-        return key in self._rows
+        if not isinstance(key, tuple) or len(key) != 2:
+            return False
+        space = self._spaces.get(key[0])
+        return space is not None and key[1] in space.rows
 
     @property
     def nbytes(self) -> int:
-        """Bytes of vector data held: ``len(self) * dimension * 4`` (what R-21 limits)."""
-        return len(self._rows) * self.dimension * 4
+        """Bytes of vector data held: Σ vectors × width × 4 over the spaces (what R-21 limits)."""
+        return sum(space.nbytes for space in self._spaces.values())
+
+    def dimension(self, space_key: str) -> int | None:
+        """The width of ``space_key``'s vectors, or ``None`` before any was added."""
+        space = self._spaces.get(space_key)
+        return space.dimension if space is not None else None
 
     def missing(self, space_key: str, input_hashes: Iterable[str]) -> list[str]:
         """The hashes of ``input_hashes`` with no vector in ``space_key``, in first-seen order, without repeats."""
-        rows = self._rows
-        return [digest for digest in dict.fromkeys(input_hashes) if (space_key, digest) not in rows]
+        space = self._spaces.get(space_key)
+        rows = space.rows if space is not None else {}
+        return [digest for digest in dict.fromkeys(input_hashes) if digest not in rows]
 
     def add(self, space_key: str, input_hashes: Sequence[str], vectors: NDArray[np.floating]) -> int:
         """Store ``vectors[i]`` under ``(space_key, input_hashes[i])``; return how many keys were new.
 
         A key already present keeps its vector (same input, same space: same vector). ``vectors`` is
-        float32 ``[len(input_hashes), dimension]`` (other float dtypes are converted).
+        float32 ``[len(input_hashes), width]`` (other float dtypes are converted); the first add to a space fixes
+        its width.
 
         Raises:
             ValueError: the shapes do not match (a caller bug).
@@ -91,29 +103,31 @@ class VectorStore:
                 new vectors would pass :attr:`max_bytes`. Either way nothing is stored.
         """
         matrix = np.asarray(vectors, dtype=np.float32)
-        if matrix.shape != (len(input_hashes), self.dimension):
-            raise ValueError(f"expected vectors of shape [{len(input_hashes)}, {self.dimension}], got {matrix.shape}")
+        if matrix.ndim != 2 or matrix.shape[0] != len(input_hashes):
+            raise ValueError(f"expected vectors of shape [{len(input_hashes)}, width], got {matrix.shape}")
+        space = self._spaces.get(space_key)
+        width = space.dimension if space is not None else matrix.shape[1]
+        if matrix.shape[1] != width:
+            raise ValueError(f"the space holds vectors of width {width}, got {matrix.shape}")
         _check_unit_rows(matrix)
-        new: dict[VectorKey, int] = {}
+        rows = space.rows if space is not None else {}
+        new: dict[str, int] = {}
         for row, digest in enumerate(input_hashes):
-            key = (space_key, digest)
-            if key not in self._rows and key not in new:
-                new[key] = row
+            if digest not in rows and digest not in new:
+                new[digest] = row
         if not new:
             return 0
-        total = (len(self._rows) + len(new)) * self.dimension * 4
+        total = self.nbytes + len(new) * width * 4
         if total > self.max_bytes:
             raise MemoriesError(
                 "vault_too_large",
                 f"the vault's vectors would take {total:,} bytes, over the limit of {self.max_bytes:,} bytes "
-                f"({self.max_bytes / 2**20:g} MiB) per vault (R-21)",
+                f"({self.max_bytes / 2**20:g} MiB) per vault (R-21; {width} dimensions each)",
                 {"limit": "vector_bytes", "max": self.max_bytes, "value": total},
             )
-        first_row = len(self._matrix) + self._pending_rows
-        for offset, key in enumerate(new):
-            self._rows[key] = first_row + offset
-        self._pending.append(matrix[list(new.values())])
-        self._pending_rows += len(new)
+        if space is None:
+            space = self._spaces[space_key] = _Space(width)
+        space.append(list(new), matrix[list(new.values())])
         return len(new)
 
     def search(
@@ -121,23 +135,26 @@ class VectorStore:
     ) -> list[tuple[str, float]]:
         """Cosine similarity of ``query`` to the stored vectors of ``input_hashes`` in ``space_key``, best first.
 
-        ``query`` is float32 ``[dimension]`` (or ``[1, dimension]``), unit norm, from the same space. Hashes
-        with no vector are skipped (ask :meth:`missing` first); repeats count once. Equal scores keep the order
-        of ``input_hashes``. Scores are in ``[-1, 1]``, higher is better. ``limit`` keeps the best ``limit``.
+        ``query`` is float32 ``[width]`` (or ``[1, width]``), unit norm, from the same space. Hashes with no vector
+        are skipped (ask :meth:`missing` first); repeats count once. Equal scores keep the order of
+        ``input_hashes``. Scores are in ``[-1, 1]``, higher is better. ``limit`` keeps the best ``limit``.
 
         Raises:
             ValueError: ``query`` has the wrong shape.
             MemoriesError: ``invalid_vector`` when ``query`` is not finite and unit.
         """
+        space = self._spaces.get(space_key)
+        if space is None:
+            return []
         vector = np.asarray(query, dtype=np.float32).reshape(-1)
-        if vector.shape != (self.dimension,):
-            raise ValueError(f"expected a query of {self.dimension} values, got {np.shape(query)}")
+        if vector.shape != (space.dimension,):
+            raise ValueError(f"expected a query of {space.dimension} values, got {np.shape(query)}")
         _check_unit_rows(vector[None, :])
-        matrix = self._compacted()
-        found = [digest for digest in dict.fromkeys(input_hashes) if (space_key, digest) in self._rows]
+        matrix = space.compacted()
+        found = [digest for digest in dict.fromkeys(input_hashes) if digest in space.rows]
         if not found:
             return []
-        rows = [self._rows[(space_key, digest)] for digest in found]
+        rows = [space.rows[digest] for digest in found]
         # A few rows: gather them; most of the matrix: one matrix-vector product is cheaper than the gather.
         scores = matrix[rows] @ vector if len(rows) * 2 < len(matrix) else (matrix @ vector)[rows]
         order = np.argsort(-scores, kind="stable")[:limit]
@@ -146,35 +163,67 @@ class VectorStore:
     def retain(self, keys: Iterable[VectorKey]) -> int:
         """Drop every vector whose key is not in ``keys`` (chunks edited or deleted, other spaces); return how many.
 
-        The matrix is compacted at once, so memory never holds dropped rows beyond this call.
+        The matrices are compacted at once, so memory never holds dropped rows beyond this call.
         """
-        keep = set(keys)
-        dropped = [key for key in self._rows if key not in keep]
-        if dropped:
-            for key in dropped:
-                del self._rows[key]
-            self._dropped = True
-            self._compacted()
-        return len(dropped)
+        keep: dict[str, set[str]] = {}
+        for space_key, digest in keys:
+            keep.setdefault(space_key, set()).add(digest)
+        dropped = 0
+        for space_key, space in list(self._spaces.items()):
+            dropped += space.retain(keep.get(space_key, set()))
+            if not space.rows:
+                del self._spaces[space_key]
+        return dropped
 
     def clear(self) -> None:
         """Forget every vector (lock, vault invalidation)."""
-        self._rows: dict[VectorKey, int] = {}
-        self._matrix: NDArray[np.float32] = np.empty((0, self.dimension), dtype=np.float32)
+        self._spaces: dict[str, _Space] = {}
+
+
+class _Space:
+    """The vectors of one space: one contiguous float32 matrix, rows appended lazily, dropped rows compacted."""
+
+    def __init__(self, dimension: int) -> None:
+        self.dimension = dimension
+        self.rows: dict[str, int] = {}
+        self._matrix: NDArray[np.float32] = np.empty((0, dimension), dtype=np.float32)
         self._pending: list[NDArray[np.float32]] = []
         self._pending_rows = 0
         self._dropped = False
 
-    def _compacted(self) -> NDArray[np.float32]:
-        """The matrix with added rows appended and dropped rows removed; ``_rows`` points into it."""
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @property
+    def nbytes(self) -> int:
+        return len(self.rows) * self.dimension * 4
+
+    def append(self, digests: list[str], matrix: NDArray[np.float32]) -> None:
+        first_row = len(self._matrix) + self._pending_rows
+        for offset, digest in enumerate(digests):
+            self.rows[digest] = first_row + offset
+        self._pending.append(matrix)
+        self._pending_rows += len(digests)
+
+    def retain(self, keep: set[str]) -> int:
+        dropped = [digest for digest in self.rows if digest not in keep]
+        if dropped:
+            for digest in dropped:
+                del self.rows[digest]
+            self._dropped = True
+            self.compacted()
+        return len(dropped)
+
+    def compacted(self) -> NDArray[np.float32]:
+        """The matrix with added rows appended and dropped rows removed; ``rows`` points into it."""
         if self._pending:
             self._matrix = np.concatenate([self._matrix, *self._pending], axis=0)
             self._pending = []
             self._pending_rows = 0
         if self._dropped:
-            keys = list(self._rows)
-            self._matrix = np.ascontiguousarray(self._matrix[[self._rows[key] for key in keys]])
-            self._rows = {key: row for row, key in enumerate(keys)}
+            digests = list(self.rows)
+            self._matrix = np.ascontiguousarray(self._matrix[[self.rows[digest] for digest in digests]])
+            self.rows = {digest: row for row, digest in enumerate(digests)}
             self._dropped = False
         return self._matrix
 

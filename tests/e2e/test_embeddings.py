@@ -74,8 +74,8 @@ def test_install_from_a_folder_then_index_and_search(home: HomeDir, tiny_model: 
     status = home.ok("rag", "status", "notes")
     assert status["model"]["installed"] and status["model"]["verified"]
     report = home.ok("rag", "index", "notes")
-    assert report == {"embedded_now": len(NOTES), "reused": 0, "missing": 0}
-    assert home.ok("rag", "index", "notes") == {"embedded_now": 0, "reused": len(NOTES), "missing": 0}
+    assert report == {"embedded_now": len(NOTES), "reused": 0, "missing": 0, "failed": []}
+    assert home.ok("rag", "index", "notes") == {"embedded_now": 0, "reused": len(NOTES), "missing": 0, "failed": []}
     status = home.ok("rag", "status", "notes")
     assert (status["embedded"], status["missing"], status["vector_bytes"]) == (len(NOTES), 0, len(NOTES) * 768 * 4)
     assert status["model"]["space_key"].startswith("local-onnx:")
@@ -158,7 +158,10 @@ def test_budget_cut_then_retry_embeds_only_the_rest(home: HomeDir, tiny_model: T
         result = home.run("rag", "index", "notes")
         rounds += 1
         if result.code == 0:
-            assert result.doc == {"embedded_now": 0, "reused": len(NOTES), "missing": 0} or result.doc["missing"] == 0
+            assert (
+                result.doc == {"embedded_now": 0, "reused": len(NOTES), "missing": 0, "failed": []}
+                or result.doc["missing"] == 0
+            )
             done += result.doc["embedded_now"]
             break
         details = result.doc["error"]["details"]
@@ -168,7 +171,7 @@ def test_budget_cut_then_retry_embeds_only_the_rest(home: HomeDir, tiny_model: T
 
     # Editing one record re-embeds only its changed chunk.
     home.ok("memory", "update", "notes", ids["git"], "--body", "Git subtree merges another repository into a folder.")
-    assert home.ok("rag", "index", "notes") == {"embedded_now": 1, "reused": len(NOTES) - 1, "missing": 0}
+    assert home.ok("rag", "index", "notes") == {"embedded_now": 1, "reused": len(NOTES) - 1, "missing": 0, "failed": []}
     # The embedding worker's own calls: three batches of two for the six notes, then one for the edit.
     embedding = next(w for w in home.status()["workers"] if w["name"] == "embedding")
     assert embedding["completed"]["EmbedBatch"] == len(NOTES) // 2 + 1
@@ -217,7 +220,7 @@ def test_killing_the_embedding_worker_fails_the_job_and_the_next_run_reuses(
     stored = home.ok("rag", "status", "notes")["embedded"]
     assert stored >= 2
     report = home.ok("rag", "index", "notes")
-    assert report == {"embedded_now": len(NOTES) - stored, "reused": stored, "missing": 0}
+    assert report == {"embedded_now": len(NOTES) - stored, "reused": stored, "missing": 0, "failed": []}
 
 
 def test_a_broken_local_model_dir_is_model_invalid(home: HomeDir, tiny_model: TinyModel, tmp_path) -> None:  # type: ignore[no-untyped-def]

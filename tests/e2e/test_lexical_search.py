@@ -55,6 +55,7 @@ STATUS_KEYS = {
     "embedded",
     "missing",
     "vector_bytes",
+    "failed",
 }
 MAX_CHUNK_CODE_POINTS = 768
 

@@ -31,8 +31,14 @@ def test_docstring_examples() -> None:
     assert doctest.testmod(vectors).failed == 0
 
 
-def test_default_width_is_the_embedding_dimension() -> None:
-    assert VectorStore().dimension == DIMENSION == 768
+def test_each_space_has_the_width_of_its_first_vectors() -> None:
+    store = VectorStore()
+    store.add(SPACE, _hashes(2), _unit(2))
+    store.add(OTHER_SPACE, _hashes(2), _unit(2, dimension=4))
+
+    assert (store.dimension(SPACE), store.dimension(OTHER_SPACE), store.dimension("none")) == (DIMENSION, 4, None)
+    assert store.nbytes == 2 * 768 * 4 + 2 * 4 * 4
+    assert store.search(OTHER_SPACE, _unit(1, dimension=4)[0], _hashes(2))
 
 
 def test_input_hash_is_sha256_of_the_exact_utf8_input() -> None:
@@ -122,6 +128,7 @@ def test_invalid_vectors_are_refused_and_nothing_is_stored(poison: float) -> Non
         store.add(SPACE, _hashes(3), matrix)
     assert caught.value.code == "invalid_vector"
     assert len(store) == 0
+    store.add(SPACE, _hashes(1), _unit(1))
     with pytest.raises(MemoriesError):
         store.search(SPACE, matrix[1], _hashes(3))
 
@@ -130,6 +137,7 @@ def test_wrong_shapes_are_caller_bugs() -> None:
     store = VectorStore()
     with pytest.raises(ValueError):
         store.add(SPACE, _hashes(2), _unit(3))
+    store.add(SPACE, _hashes(1), _unit(1))
     with pytest.raises(ValueError):
         store.add(SPACE, _hashes(2), _unit(2, dimension=512))
     with pytest.raises(ValueError):
@@ -169,7 +177,7 @@ def test_store_matches_a_plain_dictionary(operations: list[tuple[str, list[int]]
     """Any sequence of adds, retains and searches agrees with a dict model of the store."""
     pool = _unit(12, dimension=8)
     hashes = _hashes(12)
-    store = VectorStore(dimension=8)
+    store = VectorStore()
     model: dict[str, np.ndarray] = {}
     for operation, picks in operations:
         chosen = [hashes[pick] for pick in picks]

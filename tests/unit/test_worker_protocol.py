@@ -38,7 +38,7 @@ def test_worker_messages_carry_structs_not_encoded_bytes() -> None:
         if field.type in (bytes, bytes | None)
     }
     # Only float32 arrays travel as bytes; manifests and HTTP settings are structs.
-    assert raw == {"IndexStoreVectors.vectors", "IndexQuery.query_vector", "Vectors.vectors"}
+    assert raw == {"IndexStoreVectors.vectors", "IndexQuery.query_vector", "Vectors.vectors", "RemoteVectors.vectors"}
 
 
 def test_a_worker_hit_is_not_a_citation() -> None:

@@ -1,0 +1,113 @@
+"""``rag ask``: an answer drawn only from the vault's evidence, with citations that are checked (R-08, R-43).
+
+::
+
+    [rag.generation]? ── no ──▶ generation_not_configured (nothing else runs)
+    device-only vault and a non-loopback URL? ──▶ device_only_vault (before any request)
+    retrieve as `rag search`, evidence chunks only ── none ──▶ insufficient_evidence, reason "retrieval"
+    S1..Sn within max_context_chars ─▶ workers.remote (Generate) ─▶ parse_answer (labels checked)
+    cites nothing ──▶ insufficient_evidence, reason "model"; else answered, each citation with its exact text
+
+Citation checking checks references (every label exists and was sent), not whether each claim is supported by its
+source. A reply that arrives after lock, or for an older state of the vault, is dropped (the job's epoch and
+cancel scope, :mod:`memories.daemon.jobs`). Retrying generation may add provider cost; retries stay within
+``[rag.http] retries``, and malformed output is never retried.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from memories import protocol as p
+from memories import worker_protocol as w
+from memories.daemon.backends import request_budget
+from memories.daemon.egress import refuse_device_only
+from memories.daemon.jobs import VaultJob
+from memories.daemon.server import Connection
+from memories.errors import MemoriesError
+from memories.limits import check_result_limit
+from memories.rag.answers import parse_answer, select_sources, user_prompt
+
+if TYPE_CHECKING:
+    from memories.daemon.supervisor import Daemon
+
+
+class Asking:
+    """The ``rag ask`` handler."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        self._daemon = daemon
+
+    async def ask(self, request: p.RagAsk, conn: Connection) -> p.AskReport:
+        """Answer ``request.question`` from the vault (see the module docstring).
+
+        Raises:
+            MemoriesError: ``generation_not_configured``, ``device_only_vault``, ``invalid_model_output`` (with the
+                reason), the search's limits and the services' failures (``upstream_unavailable``, ``auth_failed``…).
+        """
+        daemon = self._daemon
+        generation = daemon.config.rag.generation
+        if generation is None:
+            raise MemoriesError(
+                "generation_not_configured",
+                f"`rag ask` needs a [rag.generation] table (protocol, url, model, api_key_env) in "
+                f"{daemon.home.config_path}; restart the daemon after adding it",
+            )
+        check_result_limit(request.limit)
+        vault = await daemon.resolve_unlocked(request.vault)
+        refuse_device_only(vault, generation.url, "rag.generation")
+        search = p.RagSearch(
+            vault=request.vault,
+            query=request.question,
+            mode=request.mode,
+            limit=request.limit,
+            cards_only=request.cards_only,
+            no_rerank=request.no_rerank,
+        )
+        job = daemon.jobs.new_job("ask", vault.id)
+        conn.attach(job)
+
+        async def work(job: VaultJob) -> p.AskReport:
+            mode, hits = await daemon.retrieval.retrieve(job, vault, conn, search, evidence=True)
+            if not hits:
+                return _insufficient(mode, "retrieval")
+            sources = select_sources([(hit.title, hit.text) for hit in hits], generation.max_context_chars)
+            body = w.Generate(
+                service=generation,
+                http=daemon.config.rag.http,
+                user=user_prompt(request.question, sources),
+                budget_seconds=request_budget(job, daemon),
+            )
+            daemon.remote_saw_vault_text()
+            reply = await job.call(daemon.workers["remote"], body)
+            answer, labels = parse_answer(reply.text, [source.label for source in sources])
+            if not labels:
+                return _insufficient(mode, "model")
+            by_label = {source.label: hit for source, hit in zip(sources, hits, strict=False)}
+            citations = [_citation(label, by_label[label]) for label in labels]
+            return p.AskReport(status="answered", answer=answer, citations=citations, mode=mode)
+
+        return await daemon.jobs.run(job, work)
+
+
+def _insufficient(mode: p.SearchMode, reason: str) -> p.AskReport:
+    return p.AskReport(
+        status="insufficient_evidence",
+        answer=None,
+        citations=[],
+        mode=mode,
+        reason=reason,  # type: ignore[arg-type]
+    )
+
+
+def _citation(label: str, hit: w.WorkerHit) -> p.Citation:
+    return p.Citation(
+        label=label,
+        asset_id=hit.asset_id,
+        revision=hit.revision,
+        chunk_hash=hit.chunk_hash,
+        byte_start=hit.byte_start,
+        byte_end=hit.byte_end,
+        title=hit.title,
+        text=hit.text,
+    )

@@ -1,0 +1,196 @@
+"""The embedding backend as the supervisor uses it: local EmbeddingGemma, or a remote service (R-22, R-28, R-32).
+
+One interface, two implementations::
+
+    backend.available()              can it embed at all (local: the model is installed; remote: always)
+    await backend.space()            the vector space: key and input recipe (local: loads the model first)
+    await backend.embed(job, inputs) one request's vectors, with inputs the service refused as too long
+    await backend.embed_query(job, q) float32[dimension] bytes of the query vector
+    backend.egress_url               where vault text goes (None: nowhere, the model runs in the daemon)
+
+The backend owns the input recipe, its dimension and its space key: EmbeddingGemma's task prefixes (applied by
+the index worker through :class:`~memories.protocol.InputRecipe`); Gemini's ``taskType`` with the document title
+sent beside the text; a compatible model's prefixes only when configured. The remote key binds protocol, URL,
+model, dimensions and both prefixes, so vectors of two configurations never mix and any change re-embeds.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import trio
+
+from memories import protocol as p
+from memories import worker_protocol as w
+from memories.config import EmbeddingConfig
+from memories.daemon.jobs import Job
+from memories.errors import MemoriesError
+from memories.models.embedding import DOCUMENT_PREFIX, vector_space_key
+from memories.rag.answers import MIN_SIMILARITY
+
+if TYPE_CHECKING:
+    from memories.daemon.supervisor import Daemon
+
+LOCAL_RECIPE = w.InputRecipe(prefix=DOCUMENT_PREFIX)
+"""EmbeddingGemma's document prompt ``title: {title} | text: `` (its model card, "Prompt instructions")."""
+
+
+@dataclass
+class Embedded:
+    """One embedding request's outcome: float32[len(ok), dimension] bytes for the inputs at indexes ``ok``, and
+    the reasons for inputs the service refused (index → reason)."""
+
+    vectors: bytes
+    dimension: int
+    ok: list[int]
+    failed: dict[int, str] = field(default_factory=dict)
+
+
+class LocalBackend:
+    """EmbeddingGemma in ``workers.embedding`` (:class:`memories.daemon.models.Models` loads and installs it)."""
+
+    name = "local"
+    egress_url: str | None = None
+    concurrency = 1
+    """Batches in flight at once: one (the model uses every thread it is given)."""
+    min_similarity = MIN_SIMILARITY["local"]
+
+    def __init__(self, daemon: Daemon) -> None:
+        self._models = daemon.models
+        self.batch_size = daemon.config.rag.embed_batch_size
+
+    def available(self) -> bool:
+        return self._models.installed()
+
+    async def space(self) -> w.VectorSpace:
+        """Raises ``model_not_installed``, ``model_invalid``."""
+        return w.VectorSpace(key=await self._models.space_key(), recipe=LOCAL_RECIPE)
+
+    async def embed(self, job: Job, inputs: list[w.ModelInput]) -> Embedded:
+        vectors = await self._models.embed_documents(job, [item.text for item in inputs])
+        return Embedded(vectors.vectors, vectors.dimension, list(range(len(inputs))))
+
+    async def embed_query(self, job: Job, query: str) -> bytes:
+        return await self._models.embed_query(job, query)
+
+    async def state(self) -> p.ModelState:
+        return await self._models.state()
+
+    def load_warnings(self) -> list[str]:
+        return self._models.load_warnings()
+
+
+class RemoteBackend:
+    """A ``gemini`` or ``compatible`` embedding service, called from ``workers.remote``."""
+
+    def __init__(self, daemon: Daemon, config: EmbeddingConfig) -> None:
+        self._daemon = daemon
+        self.config = config
+        self.name = config.protocol
+        self.egress_url: str | None = config.url
+        self.batch_size = config.batch_size
+        self._concurrency = config.concurrency
+        self._proven = False
+        self.min_similarity = (
+            config.min_similarity if config.min_similarity is not None else MIN_SIMILARITY[config.protocol]
+        )
+        self.dimension = config.dimensions
+        if config.protocol == "gemini":
+            recipe = w.InputRecipe(title_field=True)
+        else:
+            recipe = w.InputRecipe(prefix=config.document_prefix)
+        description = {
+            "backend": config.protocol,
+            "url": config.url,
+            "model": config.model,
+            "dimensions": config.dimensions if config.dimensions is not None else "fixed by the first reply",
+            "query_prefix": config.query_prefix if config.protocol == "compatible" else "",
+            "document_prefix": config.document_prefix if config.protocol == "compatible" else "",
+            "task_types": config.protocol == "gemini",
+        }
+        self._space = w.VectorSpace(key=vector_space_key(description), recipe=recipe)
+        self._limiter = trio.CapacityLimiter(config.concurrency)
+
+    def available(self) -> bool:
+        return True
+
+    @property
+    def concurrency(self) -> int:
+        """Batches in flight at once: ``[rag.embedding] concurrency``, but one until a request has succeeded, so
+        a server that states a lower batch limit does so once, before several full batches are on their way."""
+        return self._concurrency if self._proven else 1
+
+    async def space(self) -> w.VectorSpace:
+        return self._space
+
+    async def embed(self, job: Job, inputs: list[w.ModelInput]) -> Embedded:
+        """One request of up to ``batch_size`` inputs, at most ``concurrency`` in flight; the width of the first
+        reply is kept for every later one when ``dimensions`` is not configured."""
+        reply = await self._call(job, inputs, "document")
+        return Embedded(reply.vectors, reply.dimension, reply.ok, dict(reply.failed))
+
+    async def embed_query(self, job: Job, query: str) -> bytes:
+        text = (self.config.query_prefix if self.config.protocol == "compatible" else "") + query
+        reply = await self._call(job, [w.ModelInput(text)], "query")
+        if not reply.ok:
+            reason = next(iter(reply.failed.values()), "refused")
+            raise MemoriesError("upstream_error", f"rag.embedding refused the query: {reason}")
+        return reply.vectors
+
+    async def _call(self, job: Job, inputs: list[w.ModelInput], task: str) -> w.RemoteVectors:
+        body = w.RemoteEmbed(
+            service=self.config,
+            http=self._daemon.config.rag.http,
+            inputs=inputs,
+            task=task,  # type: ignore[arg-type]
+            dimension=self.dimension,
+            budget_seconds=request_budget(job, self._daemon),
+        )
+        async with self._limiter:
+            self._daemon.remote_saw_vault_text()
+            reply = await job.call(self._daemon.workers["remote"], body, budget=False, epoch=False)
+        if reply.ok:
+            self._proven = True
+            if self.dimension is None:
+                self.dimension = reply.dimension
+        return reply
+
+    async def state(self) -> p.ModelState:
+        config = self.config
+        return p.ModelState(
+            installed=True,
+            verified=True,
+            space_key=self._space.key,
+            path="",
+            backend=config.protocol,
+            remote=p.RemoteBackendState(
+                protocol=config.protocol,
+                url=config.url,
+                model=config.model,
+                dimension=self.dimension,
+                api_key_env=config.api_key_env,
+                key_set=bool(config.api_key_env and os.environ.get(config.api_key_env)),
+            ),
+        )
+
+    def load_warnings(self) -> list[str]:
+        return []
+
+
+EmbeddingBackend = LocalBackend | RemoteBackend
+
+
+def request_budget(job: Job, daemon: Daemon) -> float:
+    """Seconds a remote request of ``job`` may take: what is left of the job's budget (every attempt and wait of
+    the request stays within it), or ``[daemon] job_budget_seconds`` for a job without one."""
+    if job.deadline is None:
+        return daemon.config.daemon.job_budget_seconds
+    return max(job.deadline - trio.current_time(), 0.001)
+
+
+def embedding_backend(daemon: Daemon) -> EmbeddingBackend:
+    """The backend ``config.toml`` selects: ``[rag.embedding]`` when present, else the local model."""
+    config = daemon.config.rag.embedding
+    return LocalBackend(daemon) if config is None else RemoteBackend(daemon, config)

@@ -1,0 +1,35 @@
+"""Device-only vaults (R-41): no step sends their data to a non-loopback model endpoint.
+
+Every step that would hand vault text to an endpoint (embedding chunks or a query, rerank, generation) asks
+:func:`refuse_device_only` first, before a request is built, so a refusal means not one byte left. Local inference
+and loopback services (``127.0.0.0/8``, ``::1``, ``localhost``) are allowed.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+
+from memories.errors import MemoriesError
+from memories.http.urls import is_loopback_host
+from memories.store import VaultRow
+
+
+def leaves_device(url: str | None) -> bool:
+    """True when ``url`` names a non-loopback host (``None``: the model runs in the daemon)."""
+    return url is not None and not is_loopback_host(urllib.parse.urlsplit(url).hostname)
+
+
+def refuse_device_only(vault: VaultRow, url: str | None, table: str) -> None:
+    """Raise for a device-only vault whose data would go to ``url`` (the ``table``'s endpoint, for the message).
+
+    Raises:
+        MemoriesError: ``device_only_vault`` naming the vault, the table and the host.
+    """
+    if vault.device_only and leaves_device(url):
+        host = urllib.parse.urlsplit(url).hostname if url else None
+        raise MemoriesError(
+            "device_only_vault",
+            f"vault {vault.name} is device-only: its data may not go to {host} ([{table}] url); use a loopback "
+            "service or the local model, or `memories vault policy VAULT --device-only off`",
+            {"vault": vault.id, "table": table},
+        )
