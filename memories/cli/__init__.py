@@ -59,7 +59,8 @@ def main() -> None:
     """Console-script entry point.
 
     Usage errors keep click's message and exit status 2, and with ``--json`` also print the one JSON document
-    (code ``usage_error``); Ctrl-C exits 130; a closed stdout pipe (``memories ... | head``) ends the command
+    (code ``usage_error``, a one-line message: a group without a subcommand says ``Missing command.``, its help
+    goes to stderr); Ctrl-C exits 130; a closed stdout pipe (``memories ... | head``) ends the command
     quietly (click exits 1 without a message). SIGPIPE stays ignored, as Python sets it: the daemon runs through
     this entry point too, and a client hanging up must never kill it.
     """
@@ -72,7 +73,10 @@ def main() -> None:
         sys.exit(130)
     except click.ClickException as exc:
         if "--json" in sys.argv[1:]:
-            error = {"error": {"code": "usage_error", "message": exc.format_message()}}
+            # A group given no subcommand carries its whole help as the message; the document keeps one line.
+            missing = isinstance(exc, click.exceptions.NoArgsIsHelpError)
+            message = "Missing command." if missing else exc.format_message()
+            error = {"error": {"code": "usage_error", "message": message}}
             click.echo(msgspec.json.encode(error).decode())
         exc.show()
         sys.exit(exc.exit_code)

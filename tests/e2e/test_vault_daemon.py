@@ -508,6 +508,8 @@ def test_cli_boundary_errors_are_one_line(vault: HomeDir) -> None:
     ):
         usage = vault.run(*args)
         assert usage.code == 2 and usage.error_code == "usage_error" and "Traceback" not in usage.stderr
+    group = vault.run("--json", "rag", json_output=False)  # a group without a subcommand
+    assert group.code == 2 and group.doc["error"] == {"code": "usage_error", "message": "Missing command."}
     ref = vault.ok("memory", "add", "notes", "--title", "t", "--body", "b")
     assert vault.ok("memory", "delete", "notes", ref["id"]) == {"ok": True}
     piped = subprocess.run(
