@@ -17,6 +17,7 @@ notes the same way.
 
 from __future__ import annotations
 
+import datetime
 import re
 
 import yaml
@@ -101,10 +102,15 @@ def _front_matter(text: str) -> dict:
 
 
 def front_matter_tags(text: str) -> list[str]:
-    """``tags`` of YAML front matter (a list or a comma-separated string); ``[]`` when absent or malformed."""
+    """``tags`` of YAML front matter (a list or a comma-separated string); ``[]`` when absent or malformed.
+
+    Only scalar list items (text, numbers, dates) are tags: a nested list is left out, never turned into text,
+    because YAML aliases let a few hundred bytes nest lists whose text form has billions of characters.
+    """
     tags = _front_matter(text).get("tags")
     if isinstance(tags, str):
         return [tag.strip() for tag in tags.split(",") if tag.strip()]
     if isinstance(tags, list):
-        return [str(t).strip() for t in tags if t is not None and str(t).strip() and "," not in str(t)]
+        scalars = [str(t).strip() for t in tags if isinstance(t, str | int | float | datetime.date)]
+        return [tag for tag in scalars if tag and "," not in tag]
     return []

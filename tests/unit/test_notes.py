@@ -8,7 +8,7 @@ import pytest
 
 from memories.rag import notes
 from memories.rag.chunking import chunk_text
-from memories.rag.notes import front_matter_end, note_title, truncate_utf8
+from memories.rag.notes import front_matter_end, front_matter_tags, note_title, truncate_utf8
 from memories.rag.vault_index import VaultIndex
 from memories.worker_protocol import IndexRecord
 
@@ -62,3 +62,12 @@ def test_front_matter_is_not_chunked_but_spans_count_from_the_body_start() -> No
     only_front_matter = IndexRecord(id="f", revision=1, kind="card", title="F", body="---\na: 1\n---\n", tags=[])
     index.apply([only_front_matter], [])  # found by its title, like an empty body
     assert len(list(index.rows())) == 2
+
+
+def test_front_matter_tags_are_scalars_and_nested_aliases_are_never_expanded() -> None:
+    levels = ['a: &a ["x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    for previous, name in zip("abcdefgh", "bcdefghi", strict=True):
+        levels.append(f"{name}: &{name} [{', '.join(['*' + previous] * 9)}]")
+    bomb = "---\n" + "\n".join(levels) + "\ntags: [kept, 2024, 2024-01-31, *i, {k: v}, null, 'a,b']\n---\nbody\n"
+    assert front_matter_tags(bomb) == ["kept", "2024", "2024-01-31"]
+    assert front_matter_tags("---\ntags: one, two\n---\n") == ["one", "two"]
