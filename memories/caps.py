@@ -108,3 +108,12 @@ def page(body: str, start_char: int, overhead: Cost) -> int:
             break
         end += 1
     return end
+
+
+SNIPPET_STEPS = (512, 256, 128, 64, 0)
+"""Characters each citation's text is cut to, in turn, until an answer fits the cap."""
+
+
+def cut_text(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters with an ellipsis (unchanged when it is no longer)."""
+    return text if len(text) <= limit else text[:limit] + "…"

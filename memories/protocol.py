@@ -289,7 +289,16 @@ class ToolRetrieve(_Message):
     no_rerank: bool = False
 
 
-ToolCall = ToolSearch | ToolRead | ToolRetrieve
+class ToolAsk(_Message):
+    """``memory_ask`` through a grant: as :class:`RagAsk`; ``insufficient_evidence`` is a result, not an error."""
+
+    question: str
+    mode: SearchMode | None = None
+    limit: int = 8
+    cards_only: bool = False
+
+
+ToolCall = ToolSearch | ToolRead | ToolRetrieve | ToolAsk
 
 
 class Granted(_Message):
@@ -745,6 +754,19 @@ class ToolRetrieveReport(_Message):
     omitted: int
 
 
+class ToolAskReport(_Message):
+    """``memory_ask``: as :class:`AskReport`, cut to the result cap; when cut, each citation's ``text`` is a
+    shorter snippet (its byte span still names the whole chunk) and ``omitted`` counts the citations shortened."""
+
+    status: Literal["answered", "insufficient_evidence"]
+    answer: str | None
+    citations: list[Citation]
+    mode: SearchMode
+    reason: Literal["retrieval", "model"] | None
+    truncated: bool
+    omitted: int
+
+
 Result = (
     Done
     | DaemonStatus
@@ -769,6 +791,7 @@ Result = (
     | ReadPage
     | ToolSearchReport
     | ToolRetrieveReport
+    | ToolAskReport
 )
 
 

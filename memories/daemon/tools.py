@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from memories import protocol as p
-from memories.caps import Cost, cost_of, fit_hits, page
+from memories.caps import SNIPPET_STEPS, Cost, cost_of, cut_text, fit_hits, page
 from memories.daemon.server import Connection
 from memories.daemon.vaults import is_eligible, split_tags
 from memories.errors import MemoriesError
@@ -28,7 +28,12 @@ from memories.store import VaultRow
 if TYPE_CHECKING:
     from memories.daemon.supervisor import Daemon
 
-_SCOPE: dict[type, p.GrantScope] = {p.ToolSearch: "search", p.ToolRead: "read", p.ToolRetrieve: "retrieve"}
+_SCOPE: dict[type, p.GrantScope] = {
+    p.ToolSearch: "search",
+    p.ToolRead: "read",
+    p.ToolRetrieve: "retrieve",
+    p.ToolAsk: "ask",
+}
 
 
 class Tools:
@@ -98,8 +103,41 @@ class Tools:
             )
             hits, omitted = fit_hits(report.results, _overhead(empty))
             return msgspec.structs.replace(empty, results=hits, truncated=omitted > 0, omitted=omitted)
+        if isinstance(call, p.ToolAsk):
+            answer = await daemon.asking.ask(
+                p.RagAsk(
+                    vault=vault.id, question=call.question, mode=call.mode, limit=call.limit, cards_only=call.cards_only
+                ),
+                conn,
+            )
+            return fit_answer(answer)
         assert isinstance(call, p.ToolRead)
         return await daemon.db(_read_page, daemon, vault, call)
+
+
+def fit_answer(report: p.AskReport) -> p.ToolAskReport:
+    """The answer whole when it fits the cap; else its citations' texts cut to shorter snippets in turn
+    (:data:`~memories.caps.SNIPPET_STEPS`), and the answer itself cut as a last resort."""
+    fitted = p.ToolAskReport(
+        status=report.status,
+        answer=report.answer,
+        citations=report.citations,
+        mode=report.mode,
+        reason=report.reason,
+        truncated=False,
+        omitted=0,
+    )
+    if cost_of(fitted).fits():
+        return fitted
+    for limit in SNIPPET_STEPS:
+        citations = [msgspec.structs.replace(c, text=cut_text(c.text, limit)) for c in report.citations]
+        shortened = sum(len(c.text) > limit for c in report.citations)
+        fitted = msgspec.structs.replace(fitted, citations=citations, truncated=True, omitted=shortened)
+        if cost_of(fitted).fits():
+            return fitted
+    answer = fitted.answer or ""
+    end = page(answer, 0, _overhead(msgspec.structs.replace(fitted, answer="")))
+    return msgspec.structs.replace(fitted, answer=cut_text(answer, end - 1))
 
 
 def _overhead(empty: msgspec.Struct) -> Cost:

@@ -68,6 +68,7 @@ class ToolSpec:
         }
 
 
+_MODES = ("bm25", "vector", "hybrid")
 _QUERY = Argument("query", "string", "What to look for, in the notes' language (at most 1,024 UTF-8 bytes).", True)
 _LIMIT = Argument("limit", "integer", "How many results (1 to 100).", default=10, minimum=1)
 
@@ -106,7 +107,7 @@ TOOLS: dict[str, ToolSpec] = {
                     "mode",
                     "string",
                     "bm25, vector or hybrid (default: hybrid when ready).",
-                    choices=("bm25", "vector", "hybrid"),
+                    choices=_MODES,
                 ),
                 Argument(
                     "match_mode",
@@ -126,6 +127,24 @@ TOOLS: dict[str, ToolSpec] = {
                 limit=limit,
                 cards_only=cards_only,
                 no_rerank=no_rerank,
+            ),
+        ),
+        ToolSpec(
+            "memory_ask",
+            "ask",
+            "Answer a question from the granted vault's notes with the user's configured generation service: "
+            "status answered with an answer citing [S1].. and each citation's record id, revision, byte span and "
+            "text; or status insufficient_evidence (the notes hold nothing that supports an answer; not an error).",
+            (
+                Argument("question", "string", "The question (at most 1,024 UTF-8 bytes).", True),
+                Argument(
+                    "mode", "string", "bm25, vector or hybrid retrieval (default: hybrid when ready).", choices=_MODES
+                ),
+                Argument("limit", "integer", "How many chunks of evidence at most (1 to 100).", default=8, minimum=1),
+                Argument("cards_only", "boolean", "Only imported documents (knowledge cards).", default=False),
+            ),
+            lambda question, mode, limit, cards_only: p.ToolAsk(
+                question=question, mode=mode, limit=limit, cards_only=cards_only
             ),
         ),
     )
@@ -148,8 +167,8 @@ def _value(argument: Argument, raw: Any) -> Any:
             raise _invalid(name, "expected a string")
         if argument.choices and raw not in argument.choices:
             raise _invalid(name, f"expected one of {', '.join(argument.choices)}")
-        if name == "query" and len(raw.encode("utf-8", "surrogatepass")) > MAX_QUERY_BYTES:
-            raise MemoriesError("query_too_long", f"query: longer than {MAX_QUERY_BYTES:,} UTF-8 bytes (R-17)")
+        if name in ("query", "question") and len(raw.encode("utf-8", "surrogatepass")) > MAX_QUERY_BYTES:
+            raise MemoriesError("query_too_long", f"{name}: longer than {MAX_QUERY_BYTES:,} UTF-8 bytes (R-17)")
         if name == "id" and not (0 < len(raw) <= _MAX_ID_CHARS and raw.isprintable()):
             raise _invalid(name, "expected a record id")
         return raw

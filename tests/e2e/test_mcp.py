@@ -16,8 +16,18 @@ import trio
 from memories.caps import MAX_RESULT_CHARS, MAX_RESULT_TOKENS, cost_of
 from tests.fixtures.daemon import PASSPHRASE, HomeDir, initialize, memories_executable, with_hooks
 from tests.fixtures.mcp_client import RawServer, call, grant, mcp_session
+from tests.fixtures.model_servers import ModelServer, Reply
 
-TOOL_NAMES = {"memory_search", "memory_read", "memory_retrieve"}
+TOOL_NAMES = {"memory_search", "memory_read", "memory_retrieve", "memory_ask"}
+
+
+def _with_generation(home: HomeDir, server: ModelServer) -> HomeDir:
+    """A home whose daemon calls the loopback fake for ``rag ask`` / ``memory_ask``."""
+    home.config.write_text(
+        home.config.read_text()
+        + f"[rag.generation]\nprotocol = 'compatible'\nurl = '{server.url('chat')}'\nmodel = 'fake-chat'\n"
+    )
+    return home
 
 
 def _add(home: HomeDir, vault: str, title: str, body: str, *extra: str) -> str:
@@ -77,6 +87,23 @@ async def test_a_fresh_environment_from_the_package_metadata_serves_mcp(
         assert (await call(client, "memory_search", {"query": "fresh"}))[1]["results"][0]["id"] == note
         assert (await call(client, "memory_retrieve", {"query": "install"}))[1]["results"][0]["asset_id"] == note
         assert (await call(client, "memory_read", {"id": note}))[1]["text"].startswith("a note")
+
+
+async def test_memory_ask_answers_with_citations_or_insufficient_evidence(
+    home: HomeDir, model_server: ModelServer
+) -> None:
+    initialize(_with_generation(home, model_server))
+    record = _add(home, "notes", "Backups", "Nightly backups run restic to the NAS at two in the morning.")
+    token = grant(home, "notes", "ask")["token"]
+    async with mcp_session(home, token) as session:
+        error, answer = await call(session, "memory_ask", {"question": "when do restic backups run", "mode": "bm25"})
+        assert not error and answer["status"] == "answered" and answer["truncated"] is False
+        assert answer["answer"] == "From your notes [S1]." and answer["citations"][0]["asset_id"] == record
+        error, nothing = await call(session, "memory_ask", {"question": "kubernetes ingress", "mode": "bm25"})
+        assert not error and nothing["status"] == "insufficient_evidence" and nothing["answer"] is None
+        error, line = await call(session, "memory_ask", {"question": "x", "url": "https://example.com"})
+        assert error and line.startswith("invalid_argument: url: unknown argument")  # no argument picks an endpoint
+    assert len(model_server.calls("chat")) == 1
 
 
 # -- acceptance 2: stdout carries JSON-RPC only ---------------------------------------------------------------
@@ -274,6 +301,26 @@ async def test_a_revoke_or_an_expiry_during_a_call_drops_its_result(home: HomeDi
     assert error and line.startswith("grant_expired: ")
 
 
+async def test_a_revoke_during_a_slow_memory_ask_drops_the_answer(home: HomeDir, model_server: ModelServer) -> None:
+    initialize(_with_generation(home, model_server))
+    _add(home, "notes", "slow", "a slow search result")
+    model_server.script("chat", Reply(delay=10))
+    revoked = grant(home, "notes", "ask")
+    answer: list[tuple[bool, object]] = []
+    async with mcp_session(home, revoked["token"]) as session, trio.open_nursery() as nursery:
+
+        async def ask() -> None:
+            answer.append(await call(session, "memory_ask", {"question": "slow search", "mode": "bm25"}))
+
+        nursery.start_soon(ask)
+        await trio.to_thread.run_sync(lambda: home.wait_for(lambda: model_server.calls("chat"), what="the generation"))
+        await trio.to_thread.run_sync(lambda: home.ok("grant", "revoke", revoked["id"]))
+    error, line = answer[0]
+    assert error and isinstance(line, str) and line.startswith("grant_revoked: ")
+    (job,) = [j for j in home.ok("jobs")["jobs"] if j["kind"] == "ask"]
+    assert job["error"]["code"] == "grant_revoked"
+
+
 # -- acceptance 5: argument decoding ----------------------------------------------------------------------------
 
 
@@ -356,25 +403,25 @@ def test_serve_with_empty_stdin_exits_zero(home: HomeDir) -> None:
     assert done.returncode == 0 and done.stdout == b""
 
 
-def test_closing_stdin_during_a_slow_call_cancels_its_job(home: HomeDir) -> None:
-    with_hooks(home, step_delay_seconds={"IndexQuery": 30})
-    initialize(home)
+def test_closing_stdin_during_a_slow_memory_ask_cancels_its_job(home: HomeDir, model_server: ModelServer) -> None:
+    initialize(_with_generation(home, model_server))
     _add(home, "notes", "slow", "a slow search")
-    token = grant(home, "notes", "search")["token"]
+    model_server.script("chat", Reply(delay=20))
+    token = grant(home, "notes", "ask")["token"]
     server = RawServer(home, token)
     server.initialize()
     request = {"jsonrpc": "2.0", "id": 99, "method": "tools/call"}
-    request["params"] = {"name": "memory_search", "arguments": {"query": "slow"}}
+    request["params"] = {"name": "memory_ask", "arguments": {"question": "slow search", "mode": "bm25"}}
     assert server.process.stdin is not None
     server.process.stdin.write(json.dumps(request).encode() + b"\n")
     server.process.stdin.flush()
-    home.wait_for(lambda: any(j["state"] == "running" for j in home.ok("jobs")["jobs"]), what="the search job")
+    home.wait_for(lambda: model_server.calls("chat"), what="the generation request")
     code, _ = server.close(timeout=60)
     assert code == 0
     jobs = home.wait_for(
         lambda: [j for j in home.ok("jobs")["jobs"] if j["state"] == "cancelled"] or None, what="a cancelled job"
     )
-    assert jobs[0]["kind"] == "search"
+    assert jobs[0]["kind"] == "ask"
 
 
 async def test_the_client_cancelling_a_call_cancels_its_job(home: HomeDir) -> None:
