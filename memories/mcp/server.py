@@ -28,12 +28,11 @@ from mcp.server.stdio import stdio_server
 
 from memories import __version__
 from memories import protocol as p
+from memories.clients import TOKEN_ENV
 from memories.errors import MemoriesError
 from memories.mcp import link
 from memories.mcp.tools import TOOLS, decode
 from memories.paths import Home
-
-TOKEN_ENV = "MEMORIES_GRANT_TOKEN"
 
 log = logging.getLogger("memories.mcp")
 
