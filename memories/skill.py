@@ -21,19 +21,11 @@ SkillStatus = Literal["installed", "updated", "current", "kept", "foreign"]
 
 _NAME = re.compile(r"^name:\s*memories\s*$", re.MULTILINE)
 _SOURCE = re.compile(r"^\s+source:\s*memories\s*$", re.MULTILINE)
-_VERSION = re.compile(r"^\s+version:\s*\"?([0-9]+)\"?\s*$", re.MULTILINE)
 
 
 def bundled_skill() -> str:
     """The text of the skill shipped with this release (UTF-8, LF line ends)."""
     return (resources.files("memories") / "skills" / "memories" / SKILL_FILE).read_text(encoding="utf-8")
-
-
-def skill_version(text: str) -> int | None:
-    """The ``metadata.version`` of a skill's front matter, or ``None``."""
-    front = _front_matter(text)
-    match = _VERSION.search(front)
-    return int(match.group(1)) if match else None
 
 
 def is_ours(text: str) -> bool:
