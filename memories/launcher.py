@@ -49,20 +49,34 @@ def daemon_status(client: Client) -> p.DaemonStatus | None:
     return reply.decode(p.DaemonStatus)
 
 
-def start_daemon(home: Home) -> p.DaemonStatus:
-    """Start a detached daemon for ``home`` and return its first status.
+class Started:
+    """What ``daemon start`` found: the daemon's status, and whether it was already running (then nothing was
+    started: scripts and service units may call ``daemon start`` blindly)."""
+
+    __slots__ = ("already_running", "status")
+
+    def __init__(self, status: p.DaemonStatus, already_running: bool) -> None:
+        self.status = status
+        self.already_running = already_running
+
+
+def start_daemon(home: Home) -> Started:
+    """Start a detached daemon for ``home`` unless one already serves it with the same config file.
 
     Raises:
-        MemoriesError: ``daemon_already_running``; the daemon's own start-up error (``invalid_config``...);
-            ``daemon_start_failed`` when it neither answers nor says why within :data:`START_TIMEOUT` seconds.
+        MemoriesError: ``home_mismatch`` when the running daemon uses another config file;
+            ``daemon_unresponsive`` when a daemon holds the home but does not answer; the daemon's own start-up
+            error (``invalid_config``...); ``daemon_start_failed`` when it neither answers nor says why within
+            :data:`START_TIMEOUT` seconds.
     """
     client = Client(home)
-    if daemon_status(client) is not None:
-        raise MemoriesError("daemon_already_running", f"a daemon already serves {home.root}")
+    running = _running(home, client)
+    if running is not None:
+        return Started(running, already_running=True)
     stuck = lock_holder(home)
     if stuck is not None:
         raise MemoriesError(
-            "daemon_already_running",
+            "daemon_unresponsive",
             f"a daemon (pid {stuck}) holds the lock of {home.root} but does not answer; "
             "stop it with `memories daemon stop`",
         )
@@ -94,15 +108,37 @@ def start_daemon(home: Home) -> p.DaemonStatus:
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise _start_error(home, offset)
+            error = _start_error(home, offset)
+            if error.code == "daemon_already_running":  # another `daemon start` won the race: fine if it answers
+                running = _running(home, client)
+                if running is not None:
+                    return Started(running, already_running=True)
+            raise error
         status = daemon_status(client)
         if status is not None:
-            return status
+            return Started(status, already_running=False)
         time.sleep(_POLL)
     process.kill()
     raise MemoriesError(
         "daemon_start_failed", f"the daemon did not answer within {START_TIMEOUT:g} s; see {home.log_path}"
     )
+
+
+def _running(home: Home, client: Client) -> p.DaemonStatus | None:
+    """The status of the daemon already serving ``home`` with the same config file, or ``None`` when none runs.
+
+    Raises:
+        MemoriesError: ``home_mismatch`` (another config file), ``daemon_unresponsive``.
+    """
+    status = daemon_status(client)
+    if status is not None and status.config != home.config_path:
+        raise MemoriesError(
+            "home_mismatch",
+            f"a daemon already serves {home.root} with the config {status.config}, not {home.config_path}; "
+            "stop it first (`memories daemon stop`) to start one with this config",
+            {"daemon_config": status.config, "client_config": home.config_path},
+        )
+    return status
 
 
 def stop_daemon(home: Home) -> list[str]:

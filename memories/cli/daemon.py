@@ -33,11 +33,18 @@ def _show_status(document: dict) -> None:
 
 @command(daemon)
 def start(session: Session) -> None:
-    """Start a detached daemon and return once its socket answers."""
+    """Start a detached daemon and return once its socket answers (exit 0 if it already runs with this config)."""
     from memories.launcher import start_daemon
 
-    status = start_daemon(session.home)
-    session.emit(to_document(status), [], _show_status)
+    started = start_daemon(session.home)
+
+    def human(document: dict) -> None:
+        if started.already_running:
+            click.echo("already running; nothing was started")
+        _show_status(document)
+
+    document = {**to_document(started.status), "already_running": started.already_running}
+    session.emit(document, [], human)
 
 
 @command(daemon)

@@ -425,11 +425,24 @@ def test_idle_auto_lock(home: HomeDir) -> None:
     vault.fails("vault_locked", "memory", "list", "notes")
 
 
-def test_a_second_daemon_for_the_same_home_is_refused(vault: HomeDir) -> None:
+def test_a_second_daemon_for_the_same_home_is_refused(vault: HomeDir, tmp_path: Path) -> None:
     pid = vault.status()["pid"]
-    vault.fails("daemon_already_running", "daemon", "start")
+    again = vault.ok("daemon", "start")  # scripts and service units call it blindly
+    assert again["already_running"] is True and again["pid"] == pid
+    human = vault.run("daemon", "start", json_output=False)
+    assert human.code == 0 and "already running" in human.stdout
     run = vault.run("daemon", "run")
     assert run.error_code == "daemon_already_running" and run.code == 1
+    other = tmp_path / "other.toml"
+    other.write_text(FAST_KDF)
+    error = vault.fails("home_mismatch", "daemon", "start", "--config", str(other))
+    assert str(other) in error["message"]
+    assert vault.status()["pid"] == pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        vault.fails("daemon_unresponsive", "daemon", "start")
+    finally:
+        os.kill(pid, signal.SIGCONT)
     assert vault.status()["pid"] == pid
 
 
