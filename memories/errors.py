@@ -21,7 +21,7 @@ CODES: dict[str, str] = {
     "daemon_already_running": "A daemon already serves this home.",
     "daemon_start_failed": "The daemon did not come up; its log says why.",
     "daemon_unresponsive": "A daemon holds the home but does not answer (stopped or stuck); `daemon stop` ends it.",
-    "home_mismatch": "The running daemon serves another home or config file (R-09).",
+    "home_mismatch": "The running daemon serves another home or config file.",
     "protocol_mismatch": "Client and daemon speak different protocol versions; restart the daemon.",
     "protocol_error": "A message could not be decoded or was too large.",
     "internal_error": "An unexpected failure inside the daemon; its log has the details.",
@@ -60,10 +60,10 @@ CODES: dict[str, str] = {
     "vault_changed": "The vault kept changing while the job ran; try again.",
     # Ingest and retrieval
     "unsupported_file": "Only UTF-8 text and Markdown can be imported; convert the file to text first.",
-    "query_too_long": "The query is longer than 1,024 bytes (R-17).",
-    "too_many_terms": "The query has more than 64 distinct terms (R-17).",
-    "limit_too_large": "At most 100 results can be requested (R-17).",
-    "vault_too_large": "The vault exceeds a per-vault index limit (R-21).",
+    "query_too_long": "The query is longer than 1,024 bytes.",
+    "too_many_terms": "The query has more than 64 distinct terms.",
+    "limit_too_large": "At most 100 results can be requested.",
+    "vault_too_large": "The vault exceeds a per-vault index limit.",
     # Models and remote I/O
     "model_not_installed": "No embedding model is installed; run `memories rag model-install`.",
     "model_invalid": "The model files fail the load checks.",
@@ -80,7 +80,7 @@ CODES: dict[str, str] = {
     "generation_not_configured": "`rag ask` needs a [rag.generation] table in the daemon's config.toml.",
     "invalid_model_output": "The generation service's reply is not the JSON answer asked for (truncated, empty, "
     "blocked, malformed or citing labels it was not shown); it is not retried.",
-    "device_only_vault": "The vault is device-only; its data may not go to a non-loopback model endpoint (R-41).",
+    "device_only_vault": "The vault is device-only; its data may not go to a non-loopback model endpoint.",
 }
 
 EXIT_ERROR = 1

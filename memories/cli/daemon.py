@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from memories import protocol as p
-from memories.cli.output import Session, command, table, to_document
+from memories.cli.output import Session, command, printable_name, table, to_document
 
 
 @click.group()
@@ -16,8 +16,8 @@ def daemon() -> None:
 def _show_status(document: dict) -> None:
     click.echo(f"pid       {document['pid']}")
     click.echo(f"uptime    {document['uptime']:.0f} s")
-    click.echo(f"home      {document['home']}")
-    click.echo(f"config    {document['config']} ({document['config_digest'][:12]})")
+    click.echo(f"home      {printable_name(document['home'])}")
+    click.echo(f"config    {printable_name(document['config'])} ({document['config_digest'][:12]})")
     if not document["initialized"]:
         click.echo("keys      not initialized (run `memories init`)")
     else:

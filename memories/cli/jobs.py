@@ -11,8 +11,11 @@ from memories.cli.output import Session, command, common_options, table
 def _show_jobs(document: dict) -> None:
     rows = []
     for job in document["jobs"]:
-        total = "?" if job["total"] is None else str(job["total"])
-        progress = f"{job['done']}/{total} {job.get('unit') or ''}".strip()
+        if job.get("unit") is None:  # a job that never reported progress (a search): its state says it all
+            progress = "-"
+        else:
+            total = "?" if job["total"] is None else str(job["total"])
+            progress = f"{job['done']}/{total} {job['unit']}"
         error = job["error"]["code"] if job["error"] else ""
         rows.append([str(job["id"]), job["kind"], job["vault"] or "", job["state"], progress, error])
     table(rows, ["id", "kind", "vault", "state", "progress", "error"])

@@ -13,7 +13,7 @@ from typing import BinaryIO, get_args
 import click
 
 from memories import protocol as p
-from memories.cli.output import Session, command, one_line, printable, table
+from memories.cli.output import Session, command, one_line, plain_decimal, printable, table
 from memories.errors import MemoriesError
 from memories.limits import MAX_BODY_BYTES, check_result_limit
 
@@ -229,17 +229,16 @@ def move(session: Session, vault_ref: str, record_id: str, target: str) -> None:
 @click.argument("query")
 @click.option("--limit", type=click.IntRange(min=1), default=10, show_default=True, help="Most records (<= 100).")
 def search(session: Session, vault_ref: str, query: str, limit: int) -> None:
-    """Lexical search, results grouped by record (R-06, R-11)."""
+    """Lexical search, results grouped by record."""
 
     def human(document: dict) -> None:
         if not document["results"]:
             click.echo("no results")
         for record in document["results"]:
-            click.echo(
-                f"{record['score']:8.4g}  {one_line(record['title'], 80)}  ({record['id']} r{record['revision']})"
-            )
+            score = plain_decimal(record["score"])
+            click.echo(f"{score:>10}  {one_line(record['title'], 80)}  ({record['id']} r{record['revision']})")
             for chunk in record["chunks"]:
-                click.echo(f"          [{chunk['label']}] {one_line(chunk['text'], 100)}")
+                click.echo(f"            [{chunk['label']}] {one_line(chunk['text'], 100)}")
 
     check_result_limit(limit)  # the daemon checks too; this fails early, and before a huge number is encoded
     session.emit(*session.call(p.MemorySearch(vault=vault_ref, query=query, limit=limit)), human)

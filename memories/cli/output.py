@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import os
 import sys
 import unicodedata
@@ -72,7 +73,7 @@ class Session:
         else:
             human(document)
             for warning in warnings:
-                click.echo(f"warning: {warning}", err=True)
+                click.echo(f"warning: {printable_name(warning)}", err=True)
 
     def fail(self, exc: MemoriesError) -> None:
         """Report a failure in both channels."""
@@ -87,8 +88,8 @@ class Session:
             _write_json(document)
         else:
             for warning in warnings:
-                click.echo(f"warning: {warning}", err=True)
-        click.echo(f"error: {exc.code}: {exc.message}", err=True)
+                click.echo(f"warning: {printable_name(warning)}", err=True)
+        click.echo(f"error: {exc.code}: {printable_name(exc.message)}", err=True)  # messages name files
 
     @contextmanager
     def _progress(self) -> Iterator[Callable[[p.Progress], None]]:
@@ -139,12 +140,24 @@ class _ProgressBar:
                 DownloadColumn,
                 MofNCompleteColumn,
                 Progress,
+                ProgressColumn,
                 TextColumn,
                 TimeRemainingColumn,
-                TransferSpeedColumn,
             )
+            from rich.text import Text
 
-            counter = (DownloadColumn(), TransferSpeedColumn()) if event.unit == "bytes" else (MofNCompleteColumn(),)
+            class MebibytesPerSecond(ProgressColumn):
+                """Transfer speed in MiB/s (rich's own column uses decimal MB/s; sizes here are MiB)."""
+
+                def render(self, task: Any) -> Text:
+                    speed = task.finished_speed or task.speed
+                    return Text("" if speed is None else f"{speed / 2**20:.1f} MiB/s", style="progress.data.speed")
+
+            counter = (
+                (DownloadColumn(binary_units=True), MebibytesPerSecond())
+                if event.unit == "bytes"
+                else (MofNCompleteColumn(),)
+            )
             self._progress = Progress(
                 TextColumn(event.unit),
                 BarColumn(),
@@ -227,10 +240,11 @@ def display_width(text: str) -> int:
 
 
 def table(rows: list[list[str]], headers: list[str]) -> None:
-    """Print a plain aligned table (CJK-aware widths)."""
+    """Print a plain aligned table (CJK-aware widths); cells are made :func:`printable_name`."""
     if not rows:
         click.echo("(none)")
         return
+    rows = [[printable_name(cell) for cell in row] for row in rows]
     widths = [max(display_width(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
     for row in [headers, *rows]:
         cells = [cell + " " * (widths[i] - display_width(cell)) for i, cell in enumerate(row)]
@@ -243,8 +257,19 @@ _BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u20
 def printable(text: str, *, keep_lines: bool = False) -> str:
     """``text`` safe to show on a terminal: control characters (C0, C1, ESC: a note could carry escape sequences
     that set the clipboard or fake links) and bidirectional overrides become visible ``\\xNN``/``\\uNNNN``.
-    With ``keep_lines``, newlines and tabs stay. JSON output needs none of this: it escapes them itself."""
-    kept = "\n\t" if keep_lines else ""
+    Line breaks, tabs and other spaces become a space (with ``keep_lines``, newlines and tabs stay): this is for
+    note text. JSON output needs none of this: it escapes them itself."""
+    return _escaped(text, kept="\n\t" if keep_lines else "", spaces=True)
+
+
+def printable_name(text: str) -> str:
+    """A file name, path or message naming one, safe to show: like :func:`printable`, but a newline, tab or
+    unusual space is escaped too (``evil\\x0aname.md``), since a name shown with a space in its place is another
+    name."""
+    return _escaped(text, kept="", spaces=False)
+
+
+def _escaped(text: str, *, kept: str, spaces: bool) -> str:
     if text.isprintable() or all(c.isprintable() or c in kept for c in text):
         return text
     out = []
@@ -252,11 +277,31 @@ def printable(text: str, *, keep_lines: bool = False) -> str:
         code = ord(char)
         if char in kept or (char.isprintable() and char not in _BIDI_CONTROLS):
             out.append(char)
-        elif unicodedata.category(char) == "Zs" or char in " \n\t\r":
+        elif spaces and (unicodedata.category(char) == "Zs" or char in " \n\t\r"):
             out.append(" ")
         else:
             out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
     return "".join(out)
+
+
+def plain_decimal(value: float, significant: int = 4) -> str:
+    """``value`` with about ``significant`` significant digits in positional notation, never an exponent: a BM25
+    score of ``3.75e-06`` looks broken to a person, ``0.00000375`` does not. At most 12 decimals, trailing zeros
+    dropped.
+
+    >>> plain_decimal(3.75e-06), plain_decimal(0.0327868), plain_decimal(12.3456), plain_decimal(0.0)
+    ('0.00000375', '0.03279', '12.35', '0')
+    """
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    decimals = min(max(significant - 1 - math.floor(math.log10(abs(value))), 0), 12)
+    text = f"{value:.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def mebibytes(size: int) -> str:
+    """A size in bytes as MiB (2**20 bytes), the one unit sizes are shown in: ``"201 MiB"``, ``"0.0041 MiB"``."""
+    return f"{plain_decimal(size / 2**20, 3)} MiB"
 
 
 def one_line(text: str, limit: int = 60) -> str:

@@ -8,7 +8,7 @@ import os
 import click
 
 from memories import protocol as p
-from memories.cli.output import Session, command, one_line, printable
+from memories.cli.output import Session, command, mebibytes, one_line, plain_decimal, printable, printable_name
 from memories.errors import EXIT_ERROR, EXIT_PARTIAL
 from memories.limits import MAX_RESULTS, check_result_limit
 
@@ -54,11 +54,11 @@ def ingest(
             counts[result["status"]] = counts.get(result["status"], 0) + 1
             if result["status"] == "skipped":
                 continue
-            line = f"{result['status']:<9} {printable(result['source'] or result['path'])}"
+            line = f"{result['status']:<9} {printable_name(result['source'] or result['path'])}"
             if result["id"]:
                 line += f"  {result['id']} r{result['revision']}"
             if result["error"]:
-                line += f"\n          {result['error']['code']}: {result['error']['message']}"
+                line += f"\n          {result['error']['code']}: {printable_name(result['error']['message'])}"
             click.echo(line)
         click.echo(", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "nothing to import")
 
@@ -115,7 +115,7 @@ def search(
     cards_only: bool,
     no_rerank: bool,
 ) -> None:
-    """Chunk-level search with citation labels, byte offsets and chunk hashes (R-07, R-10)."""
+    """Chunk-level search with citation labels, byte offsets and chunk hashes."""
     check_result_limit(limit)  # the daemon checks too; this fails early, and before a huge number is encoded
     request = p.RagSearch(
         vault=vault_ref,
@@ -132,8 +132,8 @@ def search(
         if not document["results"]:
             click.echo(f"no results ({document['mode']}, {document['match_mode']})")
         for hit in document["results"]:
-            where = hit["source"] or hit["asset_id"]
-            click.echo(f"[{hit['label']}] {hit['score']:.4g}  {one_line(hit['title'], 70)}  ({where})")
+            where = printable_name(hit["source"] or hit["asset_id"])  # a file name may hold a newline or an escape
+            click.echo(f"[{hit['label']}] {plain_decimal(hit['score'])}  {one_line(hit['title'], 70)}  ({where})")
             click.echo(f"     {_snippet(hit['text'], hit.get('highlights', []))}")
 
     session.emit(*session.call(request, progress=True), human)
@@ -151,7 +151,7 @@ def search(
 def ask(
     session: Session, vault_ref: str, question: str, mode: str | None, limit: int, cards_only: bool, no_rerank: bool
 ) -> None:
-    """Answer QUESTION from the vault's own notes with the daemon's [rag.generation] service (R-43).
+    """Answer QUESTION from the vault's own notes with the daemon's [rag.generation] service.
 
     Only evidence chunks are sent, as untrusted data; every citation is checked to name a chunk that was sent
     (references are checked, not whether each claim is supported). Exit status 0 for an answer and for
@@ -194,12 +194,20 @@ def status(session: Session, vault_ref: str) -> None:
         built = document["last_build"]
         click.echo(f"vault      {document['vault']}{' (locked)' if document['locked'] else ''}")
         click.echo(f"records    {'?' if document['records'] is None else document['records']} eligible")
-        click.echo(f"cache      {document['cache']}, {document['chunks']} chunks, {document['text_bytes']:,} bytes")
+        click.echo(
+            f"cache      {document['cache']}, {document['chunks']:,} chunks, {document['text_bytes']:,} bytes of text"
+        )
         if built:
             click.echo(f"built      {datetime.datetime.fromtimestamp(built).isoformat(timespec='seconds')}")
-        missing = "?" if document["missing"] is None else document["missing"]
-        vectors = f"{document['embedded']} embedded, {missing} missing"
-        click.echo(f"vectors    {vectors}, {document['vector_bytes']:,} bytes")
+        embedded, missing = document["embedded"], document["missing"]
+        # Chunks with the same title and text are one model input and share one vector, so these can add up
+        # to fewer than the chunks above.
+        inputs = "?" if missing is None else f"{embedded + missing:,}"
+        shown_missing = "?" if missing is None else f"{missing:,}"
+        click.echo(
+            f"vectors    {inputs} distinct inputs to embed (identical chunks share one): {embedded:,} embedded, "
+            f"{shown_missing} missing, {document['vector_bytes']:,} bytes"
+        )
         remote = model.get("remote")
         if remote:
             key = remote["api_key_env"] or "no key"
@@ -210,7 +218,7 @@ def status(session: Session, vault_ref: str) -> None:
             click.echo(f"space      {model['space_key']}")
         else:
             state = "not installed" if not model["installed"] else ("verified" if model["verified"] else "installed")
-            click.echo(f"model      {state} at {model['path']}")
+            click.echo(f"model      {state} at {printable_name(model['path'])}")
         if document.get("failed"):
             click.echo(f"refused    {document['failed']} chunks (too long for the embedding service)")
         limits = ", ".join(f"{k} {v:,}" for k, v in document["limits"].items())
@@ -223,7 +231,7 @@ def status(session: Session, vault_ref: str) -> None:
 @click.argument("vault_ref", metavar="VAULT")
 @click.option("--background", is_flag=True, help="Queue a job that keeps embedding in budgeted rounds after exit.")
 def index(session: Session, vault_ref: str, background: bool) -> int:
-    """Embed every chunk that has no vector yet (R-26).
+    """Embed every chunk that has no vector yet.
 
     Exit status 3 when the embedding service refused some chunks (too long): they are listed under ``failed`` and
     not sent again.
@@ -260,8 +268,8 @@ def model_install(session: Session, from_dir: str | None) -> None:
 
     def human(document: dict) -> None:
         for file in document["files"]:
-            click.echo(f"{file['status']:<10} {file['path']} ({file['bytes']:,} bytes)")
-        click.echo(f"model ready in {document['path']}")
+            click.echo(f"{file['status']:<10} {printable_name(file['path'])} ({mebibytes(file['bytes'])})")
+        click.echo(f"model ready in {printable_name(document['path'])}")
 
     request = p.RagModelInstall(from_dir=os.path.abspath(from_dir) if from_dir else None)
     session.emit(*session.call(request, progress=True), human)

@@ -95,11 +95,14 @@ class Models:
         Raises:
             MemoriesError: ``model_not_installed`` (with the command that fixes it), ``model_invalid``.
         """
-        if not self.installed():
-            where = "[rag] local_model_dir" if self.user_supplied else str(self.path)
+        missing = [str(path.relative_to(self.path)) for path in self._required() if not path.is_file()]
+        if missing:
+            where = f"[rag] local_model_dir ({self.path})" if self.user_supplied else str(self.path)
             raise MemoriesError(
                 "model_not_installed",
-                f"no embedding model in {where}; run `memories rag model-install`, or search with --mode bm25",
+                f"no embedding model in {where} ({', '.join(missing)} missing); run `memories rag model-install`, "
+                "or search with --mode bm25",
+                {"directory": str(self.path), "missing": missing},
             )
         if self._loaded is None:
             verified = not self.user_supplied and await self._verified()

@@ -15,9 +15,10 @@ imports without httpx; this module uses it for the first step.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import msgspec
@@ -73,7 +74,8 @@ def install_model(
             ``base_url``, a ``from_dir`` that lacks a file), and whatever
             :func:`~memories.models.download.download_file` raises (``download_hash_mismatch``,
             ``download_timeout``, ``upstream_unavailable``, ``auth_failed``, ``upstream_error``,
-            ``unsafe_redirect``, ``cancelled``).
+            ``unsafe_redirect``, ``cancelled``); a ``download_timeout`` or ``upstream_unavailable`` also says
+            how to install without that connection (:data:`NETWORK_HINT`).
         OSError: the folder cannot be written.
     """
     if base_url is not None and from_dir is not None:
@@ -106,7 +108,7 @@ def install_model(
     elif missing:
         config = http_config or HttpConfig()
         retry = RetryPolicy.from_config(config)
-        with build_client(config) as client:
+        with build_client(config) as client, _network_hints():
             for file in missing:
                 target = dest_dir / file.path
                 url = f"{base_url.rstrip('/')}/{file.path}" if base_url else manifest.origin_url(file)
@@ -215,6 +217,25 @@ class _Tracker:
             callback(InstallProgress(file.path, done, total, base + done, self._total))
 
         return report
+
+
+NETWORK_HINT = (
+    "to install without this connection, fetch the files by other means and run "
+    "`memories rag model-install --from DIR`; behind a proxy, set `[rag.http] proxy_url`; "
+    "for a mirror of the pinned files, set `[rag] model_download_base_url`"
+)
+"""Appended to a download that failed for the network's sake (``upstream_unavailable``, ``download_timeout``)."""
+
+
+@contextlib.contextmanager
+def _network_hints() -> Iterator[None]:
+    """Add :data:`NETWORK_HINT` to a download failure the network caused, keeping its code and details."""
+    try:
+        yield
+    except MemoriesError as exc:
+        if exc.code not in ("upstream_unavailable", "download_timeout"):
+            raise
+        raise MemoriesError(exc.code, f"{exc.message}; {NETWORK_HINT}", exc.details) from None
 
 
 def _existing_mismatch(manifest: Manifest, directory: Path, paths: list[str]) -> MemoriesError:

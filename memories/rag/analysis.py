@@ -132,7 +132,7 @@ def analyze_query(query: str) -> AnalyzedQuery:
     if size > MAX_QUERY_BYTES:
         raise MemoriesError(
             "query_too_long",
-            f"the query has {size} bytes; at most {MAX_QUERY_BYTES} are accepted (R-17)",
+            f"the query has {size} bytes; at most {MAX_QUERY_BYTES} are accepted",
             {"max": MAX_QUERY_BYTES, "value": size},
         )
     normalized = normalize(query).text
@@ -140,7 +140,7 @@ def analyze_query(query: str) -> AnalyzedQuery:
     if len(terms) > MAX_QUERY_TERMS:
         raise MemoriesError(
             "too_many_terms",
-            f"the query has {len(terms)} distinct terms; at most {MAX_QUERY_TERMS} are accepted (R-17)",
+            f"the query has {len(terms)} distinct terms; at most {MAX_QUERY_TERMS} are accepted",
             {"max": MAX_QUERY_TERMS, "value": len(terms)},
         )
     return AnalyzedQuery(terms=terms, phrase=_phrase(normalized))

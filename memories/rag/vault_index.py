@@ -244,7 +244,7 @@ class VaultIndex:
             what = "chunks" if limit == "chunks" else "bytes of text and metadata"
             raise MemoriesError(
                 "vault_too_large",
-                f"vault {self.vault_id} would hold {value:,} {what}; a cached vault holds at most {maximum:,} (R-21)",
+                f"vault {self.vault_id} would hold {value:,} {what}; a cached vault holds at most {maximum:,}",
                 {"vault": self.vault_id, "limit": limit, "max": maximum, "value": value},
             )
 

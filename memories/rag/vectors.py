@@ -122,7 +122,7 @@ class VectorStore:
             raise MemoriesError(
                 "vault_too_large",
                 f"the vault's vectors would take {total:,} bytes, over the limit of {self.max_bytes:,} bytes "
-                f"({self.max_bytes / 2**20:g} MiB) per vault (R-21; {width} dimensions each)",
+                f"({self.max_bytes / 2**20:g} MiB) per vault ({width} dimensions each)",
                 {"limit": "vector_bytes", "max": self.max_bytes, "value": total},
             )
         if space is None:

@@ -53,6 +53,7 @@ def test_without_a_model_vector_modes_say_how_to_install(vault: HomeDir) -> None
     for mode in ("vector", "hybrid"):
         error = vault.fails("model_not_installed", "rag", "search", "notes", "ownership", "--mode", mode)
         assert "memories rag model-install" in error["message"]
+        assert "onnx/model_q4.onnx" in error["message"] and "tokenizer.json" in error["details"]["missing"]
     vault.fails("model_not_installed", "rag", "index", "notes")
     result = vault.ok("rag", "search", "notes", "ownership")
     assert result["mode"] == "bm25" and _titles(result)[0] == "ownership"
@@ -69,6 +70,8 @@ def test_install_from_a_folder_then_index_and_search(home: HomeDir, tiny_model: 
     assert not (model_dir / "onnx" / "model_q4.onnx_data").is_symlink()
     again = home.ok("rag", "model-install", "--from", str(tiny_model.model_dir))
     assert {f["status"] for f in again["files"]} == {"reused"}
+    human = home.run("rag", "model-install", "--from", str(tiny_model.model_dir), json_output=False)
+    assert human.code == 0 and " MiB)" in human.stdout and "bytes" not in human.stdout  # one unit for sizes
 
     ids = _add_notes(home)
     status = home.ok("rag", "status", "notes")

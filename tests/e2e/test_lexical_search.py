@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from memories.cli.output import plain_decimal
 from memories.rag.notes import front_matter_end
 from ops.corpus import CORPUS, load_queries
 from tests.fixtures.daemon import FAST_KDF, HomeDir, Run, initialize
@@ -580,9 +581,21 @@ def test_human_output_shows_label_title_and_score(lab: Lab) -> None:
     )
     assert human.code == 0 and "Traceback" not in human.stderr
     for hit in document["results"]:
-        assert f"[{hit['label']}] {hit['score']:.4g}  {hit['title']}" in human.stdout
+        assert f"[{hit['label']}] {plain_decimal(hit['score'])}  {hit['title']}" in human.stdout
+    assert not re.search(r"\de[-+]\d", human.stdout)  # plain decimals, never 3.75e-06
     memory = lab.home.run("memory", "search", "corpus", "spawn threads", json_output=False)
     assert memory.code == 0 and "Traceback" not in memory.stderr and "[S1]" in memory.stdout
+
+
+def test_human_status_labels_chunks_and_distinct_inputs(lab: Lab) -> None:
+    """Chunks with the same title and text share one model input (the corpus had 4,815 chunks and 4,814 inputs):
+    the output labels both figures so they read as consistent."""
+    status = lab.home.ok("rag", "status", "corpus")
+    inputs = status["embedded"] + status["missing"]
+    assert inputs <= status["chunks"]
+    human = lab.home.run("rag", "status", "corpus", json_output=False)
+    assert f"{status['chunks']:,} chunks" in human.stdout
+    assert f"{inputs:,} distinct inputs to embed (identical chunks share one)" in human.stdout
 
 
 def test_status_while_locked(vault: HomeDir) -> None:

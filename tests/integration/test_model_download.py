@@ -423,6 +423,19 @@ def test_retries_used_up_is_upstream_unavailable(mirror: MirrorServer, http_conf
     assert [entry.status for entry in mirror.log] == [500, 502, 504]
 
 
+def test_a_network_failure_says_how_to_install_without_that_connection(
+    mirror: MirrorServer, http_config: HttpConfig, tmp_path: Path
+) -> None:
+    mirror.fault(GRAPH).statuses = [503]
+
+    with pytest.raises(MemoriesError) as caught:
+        install_model(_manifest(), tmp_path, base_url=mirror.base_url, http_config=_with(http_config, retries=0))
+
+    assert caught.value.code == "upstream_unavailable" and caught.value.details["last"] == "HTTP 503"
+    for hint in ("--from DIR", "[rag.http] proxy_url", "model_download_base_url"):
+        assert hint in caught.value.message
+
+
 def test_401_is_not_retried(mirror: MirrorServer, http_config: HttpConfig, tmp_path: Path) -> None:
     mirror.fault(GRAPH).statuses = [401]
 
