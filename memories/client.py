@@ -36,14 +36,15 @@ class Client:
         self._encoder = msgspec.msgpack.Encoder()
         self._decoder = msgspec.msgpack.Decoder(p.ClientFrame)
 
-    def connect(self) -> socket.socket:
-        """A connected socket.
+    def connect(self, timeout: float | None = p.SILENCE_SECONDS) -> socket.socket:
+        """A connected socket whose operations time out after ``timeout`` seconds.
 
         Raises:
             MemoriesError: ``daemon_not_running`` naming the home when no daemon answers (no socket, or a socket
-                left over from a daemon that died).
+                left over from a daemon that died); ``daemon_unresponsive`` when the daemon's backlog stays full.
         """
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(timeout)
         try:
             sock.connect(self.home.socket_path)
         except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError):
@@ -53,6 +54,9 @@ class Client:
                 f"no daemon is running for the home {self.home.root}; start it with `memories daemon start`",
                 {"home": self.home.root},
             ) from None
+        except TimeoutError:
+            sock.close()
+            raise _unresponsive(self.home, timeout) from None
         except OSError as exc:
             sock.close()
             raise MemoriesError(
@@ -65,15 +69,18 @@ class Client:
         self,
         request: p.Request,
         on_progress: Callable[[p.Progress], None] | None = None,
-        timeout: float | None = None,
+        timeout: float | None = p.SILENCE_SECONDS,
     ) -> p.ClientReply:
         """Send ``request``; call ``on_progress`` for each progress event; return the reply.
+
+        A request may run for minutes (an index build), but while it runs the daemon sends a frame at least every
+        :data:`~memories.protocol.HEARTBEAT_SECONDS`, so ``timeout`` seconds without any frame (default
+        :data:`~memories.protocol.SILENCE_SECONDS`) mean a stopped or stuck daemon.
 
         Raises:
             RequestFailed: the daemon's failure (code, message, details, warnings).
             MemoriesError: ``daemon_not_running``, also when the daemon hangs up without an answer;
-                ``daemon_unresponsive`` when ``timeout`` seconds pass without a frame (for quick requests such as
-                ``Status``; jobs may take minutes between frames, so they wait without one).
+                ``daemon_unresponsive`` when ``timeout`` seconds pass without a frame.
         """
         envelope = p.Envelope(
             protocol=p.PROTOCOL_VERSION,
@@ -90,8 +97,7 @@ class Client:
             ) from None
         except OverflowError:
             raise MemoriesError("invalid_argument", "a number is too large") from None
-        with self.connect() as sock:
-            sock.settimeout(timeout)
+        with self.connect(timeout) as sock:
             try:
                 send_frame(sock, payload)
             except TimeoutError:
@@ -108,6 +114,8 @@ class Client:
                 if frame is None:
                     raise _gone(self.home)
                 message = self._decoder.decode(frame)
+                if isinstance(message, p.Heartbeat):
+                    continue
                 if isinstance(message, p.Progress):
                     if on_progress is not None:
                         on_progress(message)
@@ -145,5 +153,6 @@ def check_peer(sock: socket.socket, home: Home) -> None:
 def _unresponsive(home: Home, timeout: float | None) -> MemoriesError:
     return MemoriesError(
         "daemon_unresponsive",
-        f"the daemon of {home.root} did not answer within {timeout:g} s; `memories daemon stop` ends it",
+        f"the daemon of {home.root} sent nothing for {timeout:g} s (it is stopped or stuck); "
+        "`memories daemon stop` ends it",
     )

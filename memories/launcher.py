@@ -30,10 +30,6 @@ _POLL = 0.05
 _ERROR_LINE = re.compile(r"^error: ([a-z_]+): (.*)$")
 
 
-STATUS_TIMEOUT = 10.0
-"""Seconds a status or stop request may wait for its answer: a live daemon answers in milliseconds."""
-
-
 def daemon_status(client: Client) -> p.DaemonStatus | None:
     """The running daemon's status, or ``None`` when none answers.
 
@@ -41,7 +37,7 @@ def daemon_status(client: Client) -> p.DaemonStatus | None:
         MemoriesError: ``daemon_unresponsive`` when a daemon accepts the connection but does not answer.
     """
     try:
-        reply = client.request(p.Status(), timeout=STATUS_TIMEOUT)
+        reply = client.request(p.Status())
     except MemoriesError as exc:
         if exc.code == "daemon_not_running":
             return None
@@ -165,7 +161,7 @@ def stop_daemon(home: Home) -> list[str]:
         _kill_group(stuck)  # it holds the home's lock but does not answer: nothing else can end it
         return [f"the daemon (pid {stuck}) held the home's lock without answering and was killed"]
     with contextlib.suppress(MemoriesError):  # it may be gone before it answers; its pid tells
-        client.request(p.Stop(), timeout=STATUS_TIMEOUT)
+        client.request(p.Stop())
     deadline = time.monotonic() + STOP_TIMEOUT
     while time.monotonic() < deadline and _alive(status.pid):
         time.sleep(_POLL)

@@ -3,7 +3,7 @@
 ::
 
     client ──Envelope(Request)──▶ daemon
-    client ◀─Progress* then Reply | Failure── daemon
+    client ◀─(Progress | Heartbeat)* then Reply | Failure── daemon
 
 Frames are length-prefixed MessagePack (:mod:`memories.framing`). The daemon decodes client frames with one
 ``Decoder(Envelope)``, so code past the boundary only sees typed values. A reply's ``result`` struct encodes to
@@ -18,7 +18,15 @@ from typing import Any, Literal, TypeVar
 
 import msgspec
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
+"""2: the daemon sends :class:`Heartbeat` frames while a request runs."""
+
+HEARTBEAT_SECONDS = 1.0
+"""While a request runs the daemon sends a frame (progress or :class:`Heartbeat`) at least this often."""
+
+SILENCE_SECONDS = 10.0
+"""A client that receives no frame for this long gives up with ``daemon_unresponsive``: a live daemon sends one
+every :data:`HEARTBEAT_SECONDS`, however long its job runs, so only a stopped or stuck daemon stays silent."""
 
 T = TypeVar("T")
 
@@ -804,6 +812,10 @@ class Progress(_Message):
     unit: str
 
 
+class Heartbeat(_Message):
+    """Sent every :data:`HEARTBEAT_SECONDS` while a request runs: the daemon is alive, the answer is coming."""
+
+
 class Reply(_Message):
     """The final frame of a request that succeeded: the command's result and any warnings."""
 
@@ -821,7 +833,7 @@ class Failure(_Message):
     warnings: list[str] = []
 
 
-ServerFrame = Progress | Reply | Failure
+ServerFrame = Progress | Heartbeat | Reply | Failure
 
 
 class ClientReply(msgspec.Struct, tag_field=TAG_FIELD, tag="Reply", kw_only=True):
@@ -841,7 +853,7 @@ class ClientReply(msgspec.Struct, tag_field=TAG_FIELD, tag="Reply", kw_only=True
         return msgspec.msgpack.decode(self.result, type=kind)
 
 
-ClientFrame = Progress | ClientReply | Failure
+ClientFrame = Progress | Heartbeat | ClientReply | Failure
 """What a client decodes: the server's frames with the result left raw."""
 
 

@@ -67,7 +67,4 @@ def stop(session: Session) -> None:
 @command(daemon)
 def status(session: Session) -> None:
     """Pid, uptime, home, config digest, lock state, workers and jobs of the running daemon."""
-    from memories.launcher import STATUS_TIMEOUT
-
-    reply = session.client.request(p.Status(), timeout=STATUS_TIMEOUT)
-    session.emit(reply.document(), reply.warnings, _show_status)
+    session.emit(*session.call(p.Status()), _show_status)

@@ -1,8 +1,10 @@
 """The client socket: accept connections, decode one :class:`~memories.protocol.Envelope`, stream the answer.
 
 Each connection carries one request. While its job runs, progress events go out as they happen (a bounded queue;
-progress is lossy, the reply is not), and a client that hangs up cancels its foreground job. Every reply and
-failure carries the daemon's current warnings (such as "restart needed", R-09).
+progress is lossy, the reply is not), a :class:`~memories.protocol.Heartbeat` goes out every
+:data:`~memories.protocol.HEARTBEAT_SECONDS` (so the client can tell a long job from a stopped daemon), and a
+client that hangs up cancels its foreground job. Every reply and failure carries the daemon's current warnings
+(such as "restart needed", R-09).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class Connection:
         self._frames = frames
         self._encoder = msgspec.msgpack.Encoder()
         self._send_progress, self._progress = trio.open_memory_channel[p.Progress](_PROGRESS_QUEUE)
+        self._send_lock = trio.Lock()  # progress, heartbeats and the reply come from different tasks
         self.jobs: list[Job] = []
         self.warnings: list[str] = []  # notes about this request, added by its handler
 
@@ -57,7 +60,15 @@ class Connection:
         """Write one whole frame; shielded, so a cancellation never leaves half a progress event before the reply."""
         payload = self._encoder.encode(frame)
         with trio.CancelScope(shield=True):
-            await self._frames.send(payload)
+            async with self._send_lock:
+                await self._frames.send(payload)
+
+    async def beat(self) -> None:
+        """Send a heartbeat every :data:`~memories.protocol.HEARTBEAT_SECONDS` until cancelled."""
+        heartbeat = p.Heartbeat()
+        while True:
+            await trio.sleep(p.HEARTBEAT_SECONDS)
+            await self.send(heartbeat)
 
     async def pump_progress(self) -> None:
         async for event in self._progress:
@@ -140,6 +151,7 @@ async def _serve_one(stream: trio.SocketStream, handle: Handler, warnings: Calla
             outcome: p.Result | MemoriesError
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(conn.pump_progress)
+                nursery.start_soon(conn.beat)
                 nursery.start_soon(conn.watch_hangup, conn.cancel_jobs)
                 try:
                     outcome = await handle(envelope, conn)

@@ -241,6 +241,14 @@ def test_a_broken_local_model_dir_is_model_invalid(home: HomeDir, tiny_model: Ti
     assert result["mode"] == "bm25" and any("does not load" in w for w in result["warnings"])
 
 
+def test_an_index_step_longer_than_the_silence_limit_is_not_cut(home: HomeDir, tiny_model: TinyModel) -> None:
+    """The client gives up after 10 s without a frame; a step of 12 s still finishes, because the daemon sends a
+    heartbeat every second while the request runs (the test hook slows the one embedding batch)."""
+    _model_home(home, tiny_model, step_delay_seconds={"EmbedBatch": 12})
+    home.ok("memory", "add", "notes", "--title", "one", "--body", "a single note: one embedding batch")
+    assert home.ok("rag", "index", "notes") == {"embedded_now": 1, "reused": 0, "missing": 0}
+
+
 def _mirror_model(mirror, tiny: TinyModel) -> None:  # type: ignore[no-untyped-def]
     mirror.add_files({file.path: (tiny.model_dir / file.path).read_bytes() for file in tiny.manifest.files})
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 from tests.fixtures.daemon import HomeDir
@@ -21,3 +22,16 @@ def test_a_pipe_as_the_body_file_is_refused_at_once(vault: HomeDir, tmp_path: Pa
     body.write_text("from a file")
     added = vault.ok("memory", "add", "notes", "--title", "t", "--file", str(body))
     assert vault.ok("memory", "read", "notes", added["id"])["body"] == "from a file"
+
+
+def test_a_stopped_daemon_is_unresponsive_not_a_hang(vault: HomeDir) -> None:
+    """SIGSTOP freezes the daemon with its socket open: the kernel still accepts the connection, and only the
+    missing heartbeats tell (10 s without a frame)."""
+    pid = vault.status()["pid"]
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        error = vault.fails("daemon_unresponsive", "vault", "list")
+        assert "memories daemon stop" in error["message"]
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert vault.ok("vault", "list")["vaults"]
