@@ -374,17 +374,21 @@ class Done(_Message, omit_defaults=True):
 
 class WorkerInfo(msgspec.Struct):
     """One worker process: ``completed`` counts the requests it answered, by request type, since the daemon
-    started (across restarts)."""
+    started (across restarts); ``dumpable`` is what the current process reported in its hello (``false``: it can
+    leave no core dump; ``null`` until it said hello, or where it cannot be told)."""
 
     name: str
     pid: int | None
     state: str
     restarts: int
     completed: dict[str, int] = {}
+    dumpable: bool | None = None
 
 
 class DaemonStatus(_Message):
-    """``daemon status``; ``uptime`` in seconds, ``config_digest`` SHA-256 hex of config.toml (or "absent")."""
+    """``daemon status``; ``uptime`` in seconds, ``config_digest`` SHA-256 hex of config.toml (or "absent");
+    ``dumpable`` whether the supervisor may dump core (``false`` once :mod:`memories.hardening` ran, ``null``
+    where it cannot be told)."""
 
     pid: int
     uptime: float
@@ -399,6 +403,7 @@ class DaemonStatus(_Message):
     running_jobs: int
     dropped_replies: int
     test_hooks: bool
+    dumpable: bool | None = None
 
 
 class VaultInfo(_Message):

@@ -28,7 +28,7 @@ from memories.config import EmbeddingConfig, GenerationConfig, HttpConfig, Reran
 from memories.models.manifest import Manifest
 from memories.protocol import TAG_FIELD, EmbedFailure, InstalledFile, MatchMode, SearchMode
 
-WORKER_PROTOCOL_VERSION = 2
+WORKER_PROTOCOL_VERSION = 3
 """Bumped with every change of a message below. A worker reporting another version (or another package
 version, :data:`INSTALL`) is refused."""
 
@@ -464,6 +464,9 @@ class WorkerHello(_Message):
     name: str
     protocol: int
     install: str
+    dumpable: bool | None = None
+    """Whether the worker may dump core (``prctl(PR_GET_DUMPABLE)`` after :mod:`memories.hardening`; ``None``:
+    cannot be told); ``daemon status`` shows it."""
 
 
 class WorkerProgress(_Message):

@@ -33,7 +33,7 @@ import msgspec
 from memories import worker_protocol as w
 from memories.errors import MemoriesError
 from memories.framing import read_frame_fd, write_frame_fd
-from memories.hardening import harden_process
+from memories.hardening import dumpable, harden_process
 from memories.logs import log_failure
 from memories.testing import load_hooks
 
@@ -100,7 +100,9 @@ class _Worker:
 
     def serve(self, threads: int = 1) -> None:
         threading.Thread(target=self.read_forever, name="reader", daemon=True).start()
-        self.send(w.WorkerHello(name=self.name, protocol=w.WORKER_PROTOCOL_VERSION, install=w.INSTALL))
+        self.send(
+            w.WorkerHello(name=self.name, protocol=w.WORKER_PROTOCOL_VERSION, install=w.INSTALL, dumpable=dumpable())
+        )
         for number in range(1, threads):
             threading.Thread(target=self.handle_forever, name=f"handler-{number}", daemon=True).start()
         self.handle_forever()

@@ -13,8 +13,12 @@ def daemon() -> None:
     """Run and inspect the daemon of a home."""
 
 
+_CORE_DUMPS = {False: "off", True: "ON", None: "?"}
+"""How a process's dumpable flag reads in ``daemon status``: ``off`` is what memories.hardening sets."""
+
+
 def _show_status(document: dict) -> None:
-    click.echo(f"pid       {document['pid']}")
+    click.echo(f"pid       {document['pid']} (core dumps {_CORE_DUMPS[document.get('dumpable')]})")
     click.echo(f"uptime    {document['uptime']:.0f} s")
     click.echo(f"home      {printable_name(document['home'])}")
     click.echo(f"config    {printable_name(document['config'])} ({document['config_digest'][:12]})")
@@ -26,8 +30,11 @@ def _show_status(document: dict) -> None:
     if document["restart_needed"]:
         click.echo("restart   needed (settings on disk differ from the running ones)")
     table(
-        [[w["name"], str(w["pid"]), w["state"], str(w["restarts"])] for w in document["workers"]],
-        ["worker", "pid", "state", "restarts"],
+        [
+            [w["name"], str(w["pid"]), w["state"], str(w["restarts"]), _CORE_DUMPS[w.get("dumpable")]]
+            for w in document["workers"]
+        ],
+        ["worker", "pid", "state", "restarts", "core dumps"],
     )
 
 

@@ -37,6 +37,7 @@ from memories.daemon.tools import Tools
 from memories.daemon.vaults import Vaults
 from memories.daemon.workers import WorkerHandle, process_spawner
 from memories.errors import MemoriesError
+from memories.hardening import dumpable
 from memories.models.telemetry import TELEMETRY_ENVIRONMENT
 from memories.paths import Home, ensure_private_dir
 from memories.store import Store, VaultRow
@@ -279,6 +280,7 @@ class Daemon:
             running_jobs=running,
             dropped_replies=self.dropped_replies,
             test_hooks=self.hooks is not None,
+            dumpable=dumpable(),
         )
 
     async def _stop(self, request: p.Stop, conn: Connection) -> p.Result:

@@ -132,6 +132,7 @@ class WorkerHandle:
         self.pid: int | None = None
         self.state = "starting"
         self.restarts = 0
+        self.dumpable: bool | None = None  # as the current process reported in its hello
         self.completed: dict[str, int] = {}
         self.refusal: str | None = None
         """Why the worker was refused (it comes from another install), or ``None``."""
@@ -148,7 +149,12 @@ class WorkerHandle:
 
     def info(self) -> p.WorkerInfo:
         return p.WorkerInfo(
-            name=self.name, pid=self.pid, state=self.state, restarts=self.restarts, completed=dict(self.completed)
+            name=self.name,
+            pid=self.pid,
+            state=self.state,
+            restarts=self.restarts,
+            completed=dict(self.completed),
+            dumpable=self.dumpable,
         )
 
     async def supervise(self) -> None:
@@ -244,6 +250,7 @@ class WorkerHandle:
         worker = await self._spawn(self.name)
         self._worker = worker
         self.pid = worker.pid
+        self.dumpable = None  # until this process says hello
         frames = worker.frames
         decoder = msgspec.msgpack.Decoder(w.WorkerOutbound)
         reason = "closed its pipe"
@@ -254,6 +261,7 @@ class WorkerHandle:
                 if self.refusal is not None:
                     log.error("refused the %s worker: %s; restart the daemon", self.name, self.refusal)
                     return "was refused"
+                self.dumpable = msgspec.msgpack.decode(hello, type=w.WorkerHello).dumpable
                 self._frames = frames
                 self.state = "ready"
                 self._up.set()

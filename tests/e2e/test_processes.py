@@ -65,6 +65,11 @@ def test_core_dumps_are_off_in_the_daemon_and_every_worker(home: HomeDir, tmp_pa
     _start_with_core_files_allowed(home, tmp_path)
     for name, pid in _pids(home).items():
         assert _core_limit(pid) == ["0", "0"], name
+    status = home.status()
+    assert status["dumpable"] is False
+    assert {worker["name"]: worker["dumpable"] for worker in status["workers"]} == dict.fromkeys(WORKER_NAMES, False)
+    human = home.run("daemon", "status", json_output=False)
+    assert "(core dumps off)" in human.stdout and " ON" not in human.stdout
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
