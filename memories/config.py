@@ -140,11 +140,19 @@ class RerankConfig(EndpointConfig):
     protocol: Literal["compatible"]
 
 
+DEFAULT_LOCAL_THREADS = 4
+"""ONNX Runtime intra-op threads when ``[rag] local_threads`` is not set (R-24); never more than the cores."""
+
+
 class RagConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    """``[rag]`` (R-24): the local embedding model and how it runs, and the optional model endpoints."""
+    """``[rag]`` (R-24): the local embedding model and how it runs, and the optional model endpoints.
+
+    ``local_threads`` left out (``None``) means :data:`DEFAULT_LOCAL_THREADS`, quietly capped at the machine's
+    cores; an explicit value above them is capped too, with a warning (it asked for more than there is).
+    """
 
     local_model_dir: str | None = None
-    local_threads: Annotated[int, msgspec.Meta(ge=1, le=256)] = 4
+    local_threads: Annotated[int, msgspec.Meta(ge=1, le=256)] | None = None
     max_tokens: Annotated[int, msgspec.Meta(ge=8, le=2048)] = 2048
     embed_batch_size: Annotated[int, msgspec.Meta(ge=1, le=256)] = 8
     model_download_base_url: str | None = None

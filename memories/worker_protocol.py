@@ -352,7 +352,8 @@ class EmbedLoad(WorkerRequest[ModelLoaded]):
     """
 
     model_dir: str
-    threads: int
+    threads: int | None
+    """``[rag] local_threads``, ``None`` when not set (the worker then uses the default, within its cores)."""
     max_tokens: int
     batch_size: int
     manifest: Manifest | None = None

@@ -41,6 +41,7 @@ import numpy as np
 from numpy.typing import NDArray
 from tokenizers import Tokenizer
 
+from memories.config import DEFAULT_LOCAL_THREADS
 from memories.errors import MemoriesError
 from memories.models.embedding import (
     DIMENSION,
@@ -79,7 +80,10 @@ class LocalOnnxEmbedder(EmbeddingBackend):
     Args:
         model_dir: folder in the repository layout: ``onnx/model_q4.onnx`` (or ``manifest.graph``) with its
             external data ``onnx/model_q4.onnx_data`` beside it, ``tokenizer.json``, ``config.json``.
-        threads: ONNX Runtime intra-op threads (``[rag] local_threads``); inter-op is 1, spinning off.
+        threads: ONNX Runtime intra-op threads (``[rag] local_threads``; ``None``:
+            :data:`~memories.config.DEFAULT_LOCAL_THREADS`); never more than the cores this process may use
+            (:attr:`threads` is what runs), and an explicit value above them is capped with a warning. Inter-op
+            is 1, spinning off.
         max_tokens: longest token sequence fed to the graph, BOS and EOS included (``[rag] max_tokens``).
         batch_size: texts per graph run (``[rag] embed_batch_size``).
         manifest: the manifest the folder was installed and verified from; its hashes, repository, revision and
@@ -97,15 +101,17 @@ class LocalOnnxEmbedder(EmbeddingBackend):
         self,
         model_dir: Path,
         *,
-        threads: int = 4,
+        threads: int | None = None,
         max_tokens: int = 2048,
         batch_size: int = 8,
         manifest: Manifest | None = None,
     ) -> None:
-        if threads < 1 or max_tokens < 2 or batch_size < 1:
+        if (threads is not None and threads < 1) or max_tokens < 2 or batch_size < 1:
             raise ValueError("threads and batch_size must be >= 1, max_tokens >= 2")
         self.model_dir = Path(model_dir)
-        self.threads = threads
+        self.requested_threads = threads
+        self.threads = min(DEFAULT_LOCAL_THREADS if threads is None else threads, _available_cores())
+        """Intra-op threads the session runs with."""
         self.max_tokens = max_tokens
         self.batch_size = batch_size
         self.warnings: list[str] = []
@@ -270,10 +276,10 @@ class LocalOnnxEmbedder(EmbeddingBackend):
                 "onnxruntime was imported before ORT_DISABLE_TELEMETRY=1 was set; only the runtime "
                 "telemetry switch applies in this process"
             )
-        cores = _available_cores()
-        if self.threads > cores:
+        if self.requested_threads is not None and self.requested_threads > self.threads:
             self.warnings.append(
-                f"local_threads = {self.threads} exceeds the {cores} CPU cores available; threads will compete"
+                f"local_threads = {self.requested_threads} exceeds the {self.threads} CPU cores available; "
+                f"using {self.threads}"
             )
         options = ort.SessionOptions()
         options.intra_op_num_threads = self.threads

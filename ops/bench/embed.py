@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from memories.config import RagConfig
+from memories.config import DEFAULT_LOCAL_THREADS, RagConfig
 from memories.models.embedding import document_input, query_input
 from memories.models.local_onnx import GRAPH_PATH, PAD_ID, LocalOnnxEmbedder
 from memories.models.telemetry import disable_telemetry_environment
@@ -273,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model-dir", type=Path, help="an installed model folder (default: build the tiny model)")
-    parser.add_argument("--threads", type=int, default=min(defaults.local_threads, cores))
+    parser.add_argument("--threads", type=int, default=min(DEFAULT_LOCAL_THREADS, cores))
     parser.add_argument("--batch-size", type=int, default=defaults.embed_batch_size)
     parser.add_argument("--max-tokens", type=int, default=defaults.max_tokens)
     parser.add_argument("--chunks", type=int, default=400, help="corpus chunks to embed")

@@ -249,6 +249,18 @@ def test_an_index_step_longer_than_the_silence_limit_is_not_cut(home: HomeDir, t
     assert home.ok("rag", "index", "notes") == {"embedded_now": 1, "reused": 0, "missing": 0}
 
 
+def test_an_untouched_config_never_warns_about_its_threads(home: HomeDir, tiny_model: TinyModel) -> None:
+    """``local_threads`` left out means 4, capped at the cores without a word; on a 2-core machine the old default
+    warned about itself on every load."""
+    with_hooks(home, model_manifest=str(tiny_model.manifest_path))
+    initialize(home)
+    home.ok("rag", "model-install", "--from", str(tiny_model.model_dir))
+    home.ok("memory", "add", "notes", "--title", "t", "--body", "threads of the default config")
+    index = home.ok("rag", "index", "notes")
+    status = home.ok("rag", "status", "notes")
+    assert not [w for w in index.get("warnings", []) + status.get("warnings", []) if "local_threads" in w]
+
+
 def _mirror_model(mirror, tiny: TinyModel) -> None:  # type: ignore[no-untyped-def]
     mirror.add_files({file.path: (tiny.model_dir / file.path).read_bytes() for file in tiny.manifest.files})
 

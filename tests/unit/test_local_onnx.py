@@ -358,12 +358,15 @@ def test_manifest_hashes_and_identity_go_into_the_space_key(tiny_model: TinyMode
 # --- Runtime settings ------------------------------------------------------------------------------------------
 
 
-def test_more_threads_than_cores_is_reported(tiny_model: TinyModel) -> None:
+def test_threads_stay_within_the_cores_and_only_an_explicit_excess_warns(tiny_model: TinyModel) -> None:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    default = LocalOnnxEmbedder(tiny_model.model_dir)  # local_threads not set: 4, or fewer on a smaller machine
+    assert default.threads == min(4, cores) and not any("exceeds" in warning for warning in default.warnings)
     within = LocalOnnxEmbedder(tiny_model.model_dir, threads=cores)
-    assert not any("exceeds" in warning for warning in within.warnings)
+    assert within.threads == cores and not any("exceeds" in warning for warning in within.warnings)
     beyond = LocalOnnxEmbedder(tiny_model.model_dir, threads=cores + 1)
-    assert any(f"local_threads = {cores + 1} exceeds" in warning for warning in beyond.warnings)
+    assert beyond.threads == cores
+    assert any(f"local_threads = {cores + 1} exceeds the {cores}" in warning for warning in beyond.warnings)
     assert np.isfinite(beyond.embed([query_input("still works")])).all()
 
 
