@@ -489,7 +489,8 @@ class ErrorInfo(msgspec.Struct, omit_defaults=True):
 
 
 class JobInfo(msgspec.Struct):
-    """One job as ``memories jobs`` shows it; ``done``/``total`` count ``unit`` (files, chunks, bytes)."""
+    """One job as ``memories jobs`` shows it; ``done``/``total`` count ``unit`` (files, chunks, bytes); ``vault`` is
+    the vault's id and ``vault_name`` its name when the job started (both null for a model install)."""
 
     id: int
     kind: str
@@ -499,6 +500,7 @@ class JobInfo(msgspec.Struct):
     total: int | None
     error: ErrorInfo | None
     unit: str | None = None
+    vault_name: str | None = None
 
 
 class JobListing(_Message):

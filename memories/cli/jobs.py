@@ -17,7 +17,8 @@ def _show_jobs(document: dict) -> None:
             total = "?" if job["total"] is None else str(job["total"])
             progress = f"{job['done']}/{total} {job['unit']}"
         error = job["error"]["code"] if job["error"] else ""
-        rows.append([str(job["id"]), job["kind"], job["vault"] or "", job["state"], progress, error])
+        vault = job.get("vault_name") or job["vault"] or ""
+        rows.append([str(job["id"]), job["kind"], vault, job["state"], progress, error])
     table(rows, ["id", "kind", "vault", "state", "progress", "error"])
 
 
@@ -39,5 +40,5 @@ def list_jobs(session: Session) -> None:
 @command(jobs)
 @click.argument("job_id", type=click.IntRange(1, 2**62))
 def cancel(session: Session, job_id: int) -> None:
-    """Cancel a queued or running job."""
+    """Cancel a queued or running job and show its new state."""
     session.emit(*session.call(p.JobCancel(job_id=job_id)), _show_jobs)

@@ -53,7 +53,7 @@ class Indexing:
         refuse_device_only(vault, backend.egress_url, "rag.embedding")
         space = await backend.space()
         conn.warnings.extend(backend.load_warnings())
-        job = daemon.jobs.new_job("index", vault.id)
+        job = daemon.jobs.new_job("index", vault.id, vault.name)
 
         async def work(job: VaultJob) -> p.IndexReport:
             return await self.embed_missing(job, vault, space)

@@ -92,7 +92,7 @@ class Ingest:
         if relative:
             raise MemoriesError("invalid_argument", f"paths must be absolute, not {relative[0]!r}")
         _exclusions(request.exclude)  # a malformed pattern is the caller's error, before any work
-        job = daemon.jobs.new_job("ingest", vault.id)
+        job = daemon.jobs.new_job("ingest", vault.id, vault.name)
         conn.attach(job)
 
         async def work(job: Job) -> p.IngestReport:

@@ -79,12 +79,16 @@ class Epochs:
 
 
 class Job:
-    """One job. ``vault_id`` is ``None`` for jobs that touch no vault (model install)."""
+    """One job. ``vault_id`` (and ``vault_name``, as it was when the job started) is ``None`` for jobs that touch no
+    vault (model install)."""
 
-    def __init__(self, job_id: int, kind: str, vault_id: str | None, budget: float | None) -> None:
+    def __init__(
+        self, job_id: int, kind: str, vault_id: str | None, budget: float | None, vault_name: str | None = None
+    ) -> None:
         self.id = job_id
         self.kind = kind
         self.vault_id = vault_id
+        self.vault_name = vault_name
         self.state: p.JobState = "queued"
         self.done = 0
         self.total: int | None = None
@@ -94,6 +98,9 @@ class Job:
         self.deadline: float | None = None
         self.scope = trio.CancelScope()
         self.cancel_code: str | None = None
+        self.cancel_reason: str | None = None
+        self.finished = trio.Event()
+        """Set once the job is done, failed or cancelled."""
         self.listeners: list[Callable[[p.Progress], None]] = []
         self.interrupted_step: WorkerHandle | None = None
         self._last_event = -math.inf
@@ -104,6 +111,7 @@ class Job:
             id=self.id,
             kind=self.kind,
             vault=self.vault_id,
+            vault_name=self.vault_name,
             state=self.state,
             done=self.done,
             total=self.total,
@@ -117,11 +125,13 @@ class Job:
             self.deadline = trio.current_time() + self.budget
             self.scope.deadline = self.deadline + STEP_GRACE
 
-    def cancel(self, code: str) -> None:
-        """Cancel the job's scope; ``code`` (``cancelled``, ``vault_locked``) becomes its error. Idempotent."""
+    def cancel(self, code: str, reason: str | None = None) -> None:
+        """Cancel the job's scope; ``code`` (``cancelled``, ``vault_locked``) becomes its error, and ``reason``
+        (``"the daemon is stopping"``) starts its message when given. Idempotent: the first cancel wins."""
         if self.state in ("queued", "running"):
             if self.cancel_code is None:
                 self.cancel_code = code
+                self.cancel_reason = reason
             self.scope.cancel()
 
     def progress(self, done: int, total: int | None, unit: str) -> None:
@@ -181,8 +191,10 @@ class Job:
 class VaultJob(Job):
     """A job on one vault: it works at the vault's epoch captured when a round starts."""
 
-    def __init__(self, job_id: int, kind: str, vault_id: str, epochs: Epochs, budget: float | None) -> None:
-        super().__init__(job_id, kind, vault_id, budget)
+    def __init__(
+        self, job_id: int, kind: str, vault_id: str, vault_name: str, epochs: Epochs, budget: float | None
+    ) -> None:
+        super().__init__(job_id, kind, vault_id, budget, vault_name)
         self.vault_id: str = vault_id
         self._epochs = epochs
         self.epoch = epochs.get(vault_id)
@@ -211,9 +223,9 @@ class JobManager:
         self._active: dict[int, Job] = {}
         self._history: deque[Job] = deque(maxlen=HISTORY)
 
-    def new_job(self, kind: str, vault_id: str) -> VaultJob:
-        """A budgeted job on one vault."""
-        job = VaultJob(next(self._ids), kind, vault_id, self._epochs, self._budget())
+    def new_job(self, kind: str, vault_id: str, vault_name: str) -> VaultJob:
+        """A budgeted job on one vault (its name is kept for ``memories jobs``)."""
+        job = VaultJob(next(self._ids), kind, vault_id, vault_name, self._epochs, self._budget())
         self._active[job.id] = job
         return job
 
@@ -255,6 +267,16 @@ class JobManager:
         job.cancel(code)
         return job
 
+    def cancel_all(self, code: str, reason: str) -> None:
+        """Cancel every active job, vault or not (the daemon is stopping), with ``reason`` in its message."""
+        for job in list(self._active.values()):
+            job.cancel(code, reason)
+
+    async def wait_idle(self) -> None:
+        """Wait until every job active now has finished (each has its own event; new jobs are not waited for)."""
+        for job in list(self._active.values()):
+            await job.finished.wait()
+
     def cancel_where(self, code: str, vault_id: str | None = None) -> None:
         """Cancel every active job (of one vault when ``vault_id`` is given, else of every vault)."""
         for job in list(self._active.values()):
@@ -286,7 +308,8 @@ class JobManager:
                 stuck.kill()
             message = f"a step ran far past the job's budget of {job.budget:g} s{progress}"
             return MemoriesError("budget_exceeded", message, details)
-        return MemoriesError(job.cancel_code, f"job {job.id} was cancelled{progress}", details)
+        reason = f"{job.cancel_reason}; " if job.cancel_reason else ""
+        return MemoriesError(job.cancel_code, f"{reason}job {job.id} was cancelled{progress}", details)
 
     def _finish(self, job: Job, state: p.JobState, error: MemoriesError | None) -> None:
         if job.id not in self._active:
@@ -295,3 +318,4 @@ class JobManager:
         job.error = p.ErrorInfo(code=error.code, message=error.message) if error else None
         del self._active[job.id]
         self._history.append(job)
+        job.finished.set()

@@ -217,7 +217,7 @@ class Retrieval:
         """Check the limit, resolve the vault and make the search job (attached to the client's connection)."""
         check_result_limit(limit)
         vault = await self._daemon.resolve_unlocked(vault_ref)
-        job = self._daemon.jobs.new_job("search", vault.id)
+        job = self._daemon.jobs.new_job("search", vault.id, vault.name)
         conn.attach(job)
         return vault, job
 

@@ -31,10 +31,35 @@ log = logging.getLogger("memories.server")
 _PROGRESS_QUEUE = 64
 
 
+class Answering:
+    """The connections whose client waits for a job's answer. A stopping daemon cancels their jobs and waits here
+    until those answers (``cancelled: the daemon is stopping``) are out: cancelling the connections together with
+    the daemon would cut them off without a word."""
+
+    def __init__(self) -> None:
+        self._connections: set[Connection] = set()
+        self._changed = trio.Event()
+
+    def add(self, conn: Connection) -> None:
+        self._connections.add(conn)
+
+    def discard(self, conn: Connection) -> None:
+        if conn in self._connections:
+            self._connections.discard(conn)
+            self._changed.set()
+            self._changed = trio.Event()
+
+    async def wait_answered(self) -> None:
+        """Wait until every connection with a job has sent its last frame."""
+        while self._connections:
+            await self._changed.wait()
+
+
 class Connection:
     """One client connection: the jobs it started and a way to stream their progress."""
 
-    def __init__(self, frames: FrameStream) -> None:
+    def __init__(self, frames: FrameStream, answering: Answering) -> None:
+        self._answering = answering
         self._frames = frames
         self._encoder = msgspec.msgpack.Encoder()
         self._send_progress, self._progress = trio.open_memory_channel[p.Progress](_PROGRESS_QUEUE)
@@ -44,6 +69,7 @@ class Connection:
 
     def attach(self, job: Job) -> None:
         """Stream ``job``'s progress to this client and cancel it if the client hangs up."""
+        self._answering.add(self)
         self.jobs.append(job)
         job.listeners.append(self._queue_progress)
 
@@ -96,13 +122,17 @@ async def serve_socket(
     path: Path,
     handle: Handler,
     warnings: Callable[[], list[str]],
+    answering: Answering | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Listen on the unix socket ``path`` (mode 0600 inside an owner-only folder) and serve forever.
 
+    ``answering`` (a fresh one when not given) tracks the connections waiting for a job's answer.
+
     Raises:
         MemoriesError: ``daemon_start_failed`` when something other than an old socket occupies ``path``.
     """
+    answering = answering or Answering()
     _clear_socket_path(path)
     sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     # The folder is owner-only and the process umask (0o077, memories.hardening) is never changed around the
@@ -113,7 +143,7 @@ async def serve_socket(
     listener = trio.SocketListener(sock)
     task_status.started()
     try:
-        await trio.serve_listeners(lambda stream: _serve_one(stream, handle, warnings), [listener])
+        await trio.serve_listeners(lambda stream: _serve_one(stream, handle, warnings, answering), [listener])
     finally:
         path.unlink(missing_ok=True)
 
@@ -139,9 +169,11 @@ def _clear_socket_path(path: Path) -> None:
     path.unlink()
 
 
-async def _serve_one(stream: trio.SocketStream, handle: Handler, warnings: Callable[[], list[str]]) -> None:
+async def _serve_one(
+    stream: trio.SocketStream, handle: Handler, warnings: Callable[[], list[str]], answering: Answering
+) -> None:
     frames = FrameStream(stream, stream, MAX_CLIENT_FRAME)
-    conn = Connection(frames)
+    conn = Connection(frames, answering)
     try:
         try:
             raw = await frames.receive()
@@ -174,6 +206,7 @@ async def _serve_one(stream: trio.SocketStream, handle: Handler, warnings: Calla
     except Exception as exc:  # last resort: one connection's trouble must never reach the daemon's nursery
         log_failure(log, "answering a request failed", exc)
     finally:
+        answering.discard(conn)
         await stream.aclose()
 
 

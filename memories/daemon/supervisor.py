@@ -32,7 +32,7 @@ from memories.daemon.keyring import Keyring
 from memories.daemon.models import Models
 from memories.daemon.records import Records
 from memories.daemon.retrieval import Retrieval
-from memories.daemon.server import Connection, serve_socket
+from memories.daemon.server import Answering, Connection, serve_socket
 from memories.daemon.tools import Tools
 from memories.daemon.vaults import Vaults
 from memories.daemon.workers import WorkerHandle, process_spawner
@@ -53,6 +53,12 @@ PLAINTEXT_WORKERS = ("index", "embedding")
 vault text (remote embedding, rerank, generation): :meth:`Daemon.remote_saw_vault_text`."""
 
 _ALWAYS_ALLOWED = (p.Status, p.Stop)
+
+STOP_GRACE_SECONDS = 5.0
+"""How long a stopping daemon waits for its cancelled jobs' answers to reach their clients."""
+
+CANCEL_WAIT_SECONDS = 5.0
+"""How long ``jobs cancel`` waits for the job to end before it answers with the job's state."""
 
 Handler = Callable[[Any, Connection], Awaitable[p.Result]]
 """A request handler: the typed request and its connection (for progress, warnings and hang-ups)."""
@@ -112,6 +118,7 @@ class Daemon:
             p.Granted: self.tools.call,
         }
         self._db_limiter = trio.CapacityLimiter(1)
+        self._answering = Answering()
         self._last_activity = 0.0  # trio clock, set when serving starts
         self._nursery: trio.Nursery | None = None
 
@@ -128,7 +135,9 @@ class Daemon:
                     nursery.start_soon(worker.supervise)
                 nursery.start_soon(self._auto_lock)
                 nursery.start_soon(self._on_signals)
-                await nursery.start(serve_socket, Path(self.home.socket_path), self._handle, self.warnings)
+                await nursery.start(
+                    serve_socket, Path(self.home.socket_path), self._handle, self.warnings, self._answering
+                )
                 log.info("daemon %s serving %s", os.getpid(), self.home.root)
         finally:
             for worker in self.workers.values():
@@ -136,8 +145,13 @@ class Daemon:
             self.store.close()
             log.info("daemon stopped")
 
-    def stop(self) -> None:
-        self.jobs.cancel_where("cancelled")
+    async def stop(self) -> None:
+        """Stop serving: cancel every job, telling its client the daemon is stopping, let those answers go out
+        (at most :data:`STOP_GRACE_SECONDS`), then end the workers and the nursery."""
+        self.jobs.cancel_all("cancelled", "the daemon is stopping")
+        with trio.move_on_after(STOP_GRACE_SECONDS):
+            await self.jobs.wait_idle()
+            await self._answering.wait_answered()
         for worker in self.workers.values():
             worker.stop()
         assert self._nursery is not None
@@ -175,7 +189,7 @@ class Daemon:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async for signum in signals:
                 log.info("received signal %s; stopping", signum)
-                self.stop()
+                await self.stop()
                 return
 
     async def _auto_lock(self) -> None:
@@ -290,7 +304,7 @@ class Daemon:
 
     async def _stop_soon(self) -> None:
         await trio.sleep(0.05)
-        self.stop()
+        await self.stop()
 
     async def _init(self, request: p.Init, conn: Connection) -> p.Result:
         init = functools.partial(self.keyring.init, allow_short=request.allow_short)
@@ -313,7 +327,11 @@ class Daemon:
         return p.JobListing(jobs=self.jobs.listing())
 
     async def _job_cancel(self, request: p.JobCancel, conn: Connection) -> p.Result:
+        """Cancel the job and answer its new state: a cancellation takes effect at once (the step in flight is
+        abandoned), so the wait is short; a job still ending after :data:`CANCEL_WAIT_SECONDS` is shown as it is."""
         job = self.jobs.cancel(request.job_id)
+        with trio.move_on_after(CANCEL_WAIT_SECONDS):
+            await job.finished.wait()
         return p.JobListing(jobs=[job.info()])
 
     async def _grant_create(self, request: p.GrantCreate, conn: Connection) -> p.Result:

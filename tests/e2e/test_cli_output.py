@@ -3,10 +3,13 @@ right."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
 from pathlib import Path
 
-from tests.fixtures.daemon import HomeDir
+from tests.fixtures.daemon import HomeDir, initialize, memories_executable, with_hooks
 
 EXPONENT = re.compile(r"\de[-+]\d")
 
@@ -37,4 +40,51 @@ def test_jobs_show_a_finished_search_as_done(vault: HomeDir) -> None:
     vault.ok("rag", "search", "notes", "jobword")
     human = vault.run("jobs", json_output=False)
     row = next(line for line in human.stdout.splitlines() if " search " in line)
-    assert " done " in row and "0/?" not in row
+    assert " notes " in row and " done " in row and "0/?" not in row  # the vault's name, not its id
+    search = next(job for job in vault.ok("jobs")["jobs"] if job["kind"] == "search")
+    assert search["vault_name"] == "notes" and search["vault"] != "notes"
+
+
+def _slow_search(home: HomeDir) -> tuple[subprocess.Popen[bytes], int]:
+    """A search whose index step the test hook holds for a minute, started in the background; and its job id."""
+    search = subprocess.Popen(
+        [memories_executable(), "rag", "search", "notes", "slowword", "--json"],
+        env={**os.environ, "MEMORIES_HOME": str(home.path), **home.env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+    def running() -> int | None:
+        return next((j["id"] for j in home.ok("jobs")["jobs"] if j["state"] == "running"), None)
+
+    return search, home.wait_for(running, what="the search to run")
+
+
+def test_jobs_cancel_prints_the_new_state(home: HomeDir) -> None:
+    with_hooks(home, step_delay_seconds={"IndexQuery": 60})
+    initialize(home)
+    search, job_id = _slow_search(home)
+    try:
+        cancelled = home.ok("jobs", "cancel", str(job_id))["jobs"]
+        assert [(j["id"], j["state"], j["error"]["code"]) for j in cancelled] == [(job_id, "cancelled", "cancelled")]
+        assert search.wait(timeout=60) == 1
+    finally:
+        search.kill()
+        search.wait()
+    human = home.run("jobs", json_output=False)
+    assert any(line.split()[:4] == [str(job_id), "search", "notes", "cancelled"] for line in human.stdout.splitlines())
+
+
+def test_daemon_stop_tells_a_waiting_client_why(home: HomeDir) -> None:
+    with_hooks(home, step_delay_seconds={"IndexQuery": 60})
+    initialize(home)
+    search, _ = _slow_search(home)
+    try:
+        home.ok("daemon", "stop")
+        out, err = search.communicate(timeout=60)
+    finally:
+        search.kill()
+        search.wait()
+    assert search.returncode == 1
+    assert "error: cancelled: the daemon is stopping" in err.decode(), err
+    assert json.loads(out)["error"]["code"] == "cancelled"
