@@ -811,12 +811,14 @@ Result = (
 
 
 class Progress(_Message):
-    """A progress event, streamed before the final reply; ``unit`` is ``files``, ``chunks`` or ``bytes``."""
+    """A progress event, streamed before the final reply; ``unit`` is ``files``, ``chunks`` or ``bytes``;
+    ``note`` says what is happening besides (``"retrying in 1 s after HTTP 503 (attempt 2 of 3)"``), else null."""
 
     job_id: int
     done: int
     total: int | None
     unit: str
+    note: str | None = None
 
 
 class Heartbeat(_Message):

@@ -471,13 +471,15 @@ class WorkerHello(_Message):
 
 
 class WorkerProgress(_Message):
-    """Progress of request ``id``: ``done`` of ``total`` (``None``: unknown) ``unit``, relayed to the
-    client as :class:`~memories.protocol.Progress`."""
+    """Progress of request ``id``: ``done`` of ``total`` (``None``: unknown) ``unit``, and a ``note`` on what is
+    happening besides (``"retrying in 1 s after HTTP 503 (attempt 2 of 3)"``), relayed to the client as
+    :class:`~memories.protocol.Progress`."""
 
     id: int
     done: int
     total: int | None
     unit: str
+    note: str | None = None
 
 
 class WorkerResult(_Message):

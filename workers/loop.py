@@ -47,9 +47,9 @@ class Context:
         self._worker = worker
         self.request_id = request_id
 
-    def progress(self, done: int, total: int | None, unit: str) -> None:
-        """Send a progress event for this request."""
-        self._worker.send(w.WorkerProgress(id=self.request_id, done=done, total=total, unit=unit))
+    def progress(self, done: int, total: int | None, unit: str, note: str | None = None) -> None:
+        """Send a progress event for this request; ``note`` says what is happening besides (a retry)."""
+        self._worker.send(w.WorkerProgress(id=self.request_id, done=done, total=total, unit=unit, note=note))
 
     def cancelled(self) -> bool:
         return self.request_id in self._worker.cancelled

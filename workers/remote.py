@@ -56,7 +56,7 @@ def download_model(request: w.DownloadModel, ctx: Context) -> w.ModelInstalled:
     """Install the manifest's files into ``dest_dir`` with progress in bytes."""
 
     def progress(event: InstallProgress) -> None:
-        ctx.progress(event.bytes_done, event.bytes_total, "bytes")
+        ctx.progress(event.bytes_done, event.bytes_total, "bytes", note=event.note)
 
     report = install_model(
         request.manifest,

@@ -115,6 +115,8 @@ def _json_progress(event: p.Progress) -> None:
         "total": event.total,
         "unit": event.unit,
     }
+    if event.note is not None:
+        line["note"] = event.note
     sys.stderr.buffer.write(msgspec.json.encode(line) + b"\n")
     sys.stderr.flush()
 
@@ -122,7 +124,8 @@ def _json_progress(event: p.Progress) -> None:
 class _ProgressBar:
     """A rich progress bar on stderr (rich is imported only here, never on a plain command's start-up path).
 
-    Byte counts (model downloads) show size, rate and ETA; item counts (files, chunks) show done/total and ETA.
+    Byte counts (model downloads) show size, rate and ETA; item counts (files, chunks) show done/total and ETA;
+    an event's note (``retrying in 1 s after HTTP 503 ...``) shows beside the unit until the next event.
     """
 
     def __init__(self) -> None:
@@ -159,7 +162,7 @@ class _ProgressBar:
                 else (MofNCompleteColumn(),)
             )
             self._progress = Progress(
-                TextColumn(event.unit),
+                TextColumn("{task.description}"),
                 BarColumn(),
                 *counter,
                 TimeRemainingColumn(),
@@ -168,7 +171,9 @@ class _ProgressBar:
             )
             self._progress.start()
             self._task = self._progress.add_task(event.unit, total=event.total)
-        self._progress.update(self._task, completed=event.done, total=event.total)
+        # A note (a retry and its wait) replaces the unit until the next plain event.
+        label = event.unit if event.note is None else f"{event.unit}: {printable_name(event.note)}"
+        self._progress.update(self._task, completed=event.done, total=event.total, description=label)
 
     def __exit__(self, *exc: object) -> None:
         if self._progress is not None:

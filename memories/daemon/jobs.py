@@ -134,14 +134,15 @@ class Job:
                 self.cancel_reason = reason
             self.scope.cancel()
 
-    def progress(self, done: int, total: int | None, unit: str) -> None:
-        """Record progress; tell listeners at most every :data:`PROGRESS_INTERVAL` seconds, and at the end."""
+    def progress(self, done: int, total: int | None, unit: str, note: str | None = None) -> None:
+        """Record progress; tell listeners at most every :data:`PROGRESS_INTERVAL` seconds, at the end, and
+        whenever there is a ``note`` (a retry: never dropped)."""
         self.done, self.total, self.unit = done, total, unit
         now = time.monotonic()
-        if done != total and now - self._last_event < PROGRESS_INTERVAL:
+        if note is None and done != total and now - self._last_event < PROGRESS_INTERVAL:
             return
         self._last_event = now
-        event = p.Progress(job_id=self.id, done=done, total=total, unit=unit)
+        event = p.Progress(job_id=self.id, done=done, total=total, unit=unit, note=note)
         for listener in self.listeners:
             listener(event)
 

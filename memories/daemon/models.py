@@ -156,7 +156,7 @@ class Models:
 
         async def work(job: Job) -> p.InstallReport:
             def on_progress(event: w.WorkerProgress) -> None:
-                job.progress(event.done, event.total, event.unit)
+                job.progress(event.done, event.total, event.unit, event.note)
 
             while True:
                 restarts = daemon.remote_lock_restarts

@@ -211,6 +211,7 @@ def with_retries(
     what: str,
     deadline: Deadline | None = None,
     cancelled: CancelCheck | None = None,
+    on_retry: Callable[[str], None] | None = None,
 ) -> T:
     """Run ``attempt`` up to ``1 + policy.retries`` times and return its result.
 
@@ -221,6 +222,8 @@ def with_retries(
 
     Args:
         what: names the operation in messages, e.g. ``"download of https://host/path"``.
+        on_retry: told before each wait, in one line for a person: ``"retrying in 1 s after HTTP 503 (attempt 2
+            of 3)"`` (a progress line shows it).
 
     Raises:
         MemoriesError: ``upstream_unavailable`` once the retries are used up (how many attempts, the last
@@ -267,6 +270,8 @@ def with_retries(
                 deadline.code,
                 f"{deadline.message} (the next retry would start after it; last: {last.reason})",
             )
+        if on_retry is not None:
+            on_retry(f"retrying in {delay:g} s after {last.reason} (attempt {failures + 1} of {policy.retries + 1})")
         wait(delay, deadline=deadline, cancelled=cancelled)
 
 

@@ -59,6 +59,7 @@ def download_file(
     budget_seconds: float,
     progress: ProgressCallback | None = None,
     cancelled: CancelCheck | None = None,
+    on_retry: Callable[[str], None] | None = None,
 ) -> int:
     """Download ``url`` to ``dest`` (``size`` bytes, lowercase hex ``sha256``), resuming ``<dest>.part``.
 
@@ -66,8 +67,8 @@ def download_file(
     :func:`memories.http.urls.redirect_problem` (from ``https://`` only to ``https://``, a signed query allowed);
     failures that are retried (connection and read errors, 429/5xx, a body cut short) use ``retry``, and a retry
     resumes from the bytes on disk. ``budget_seconds`` (``download_timeout_seconds``) bounds the whole file:
-    hashing the old part, every attempt and every wait. ``client`` comes from
-    :func:`~memories.http.client.build_client`.
+    hashing the old part, every attempt and every wait. ``on_retry`` hears each retry before its wait (see
+    :func:`~memories.http.retry.with_retries`). ``client`` comes from :func:`~memories.http.client.build_client`.
 
     Returns:
         Bytes received over the network (less than ``size`` after a resume, 0 if the part was whole).
@@ -94,6 +95,7 @@ def download_file(
             what=f"download of {shown_url(url)}",
             deadline=deadline,
             cancelled=cancelled,
+            on_retry=on_retry,
         )
         actual = part.hexdigest()
         if actual != sha256:

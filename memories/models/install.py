@@ -42,13 +42,15 @@ MODEL_CARD_NAME = "MODEL_CARD.md"
 
 
 class InstallProgress(msgspec.Struct, frozen=True):
-    """A progress event: the current file's bytes, and all bytes this run transfers (reused ones excluded)."""
+    """A progress event: the current file's bytes, and all bytes this run transfers (reused ones excluded);
+    ``note`` says what is happening besides transferring (``"retrying in 1 s after HTTP 503 ..."``)."""
 
     path: str
     file_bytes_done: int
     file_bytes_total: int
     bytes_done: int
     bytes_total: int
+    note: str | None = None
 
 
 def install_model(
@@ -122,6 +124,7 @@ def install_model(
                     budget_seconds=config.download_timeout_seconds,
                     progress=tracker.for_file(file),
                     cancelled=cancelled,
+                    on_retry=tracker.note,
                 )
                 remember_hash(target, file.sha256)
                 done[file.path] = InstalledFile(file.path, "downloaded", file.size, received)
@@ -205,6 +208,7 @@ class _Tracker:
         self._callback = callback
         self._total = total
         self._finished = 0
+        self._last: InstallProgress | None = None
 
     def for_file(self, file: ManifestFile) -> Callable[[int, int], None] | None:
         if self._callback is None:
@@ -212,11 +216,18 @@ class _Tracker:
         callback = self._callback
         base = self._finished
         self._finished += file.size
+        self._last = InstallProgress(file.path, 0, file.size, base, self._total)  # until the first bytes
 
         def report(done: int, total: int) -> None:
-            callback(InstallProgress(file.path, done, total, base + done, self._total))
+            self._last = InstallProgress(file.path, done, total, base + done, self._total)
+            callback(self._last)
 
         return report
+
+    def note(self, text: str) -> None:
+        """The current file's last event again, with ``text`` as its note (a retry is about to wait)."""
+        if self._callback is not None and self._last is not None:
+            self._callback(msgspec.structs.replace(self._last, note=text))
 
 
 NETWORK_HINT = (

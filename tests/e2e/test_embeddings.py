@@ -6,6 +6,7 @@ which replaces the pinned manifest through the test hooks.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import stat
@@ -259,6 +260,24 @@ def test_an_untouched_config_never_warns_about_its_threads(home: HomeDir, tiny_m
     index = home.ok("rag", "index", "notes")
     status = home.ok("rag", "status", "notes")
     assert not [w for w in index.get("warnings", []) + status.get("warnings", []) if "local_threads" in w]
+
+
+def test_model_install_says_on_the_progress_line_that_it_retries(
+    home: HomeDir, tiny_model: TinyModel, http_mirror
+) -> None:  # type: ignore[no-untyped-def]
+    _mirror_model(http_mirror, tiny_model)
+    http_mirror.fault(tiny_model.manifest.graph).statuses = [503]
+    home.config.write_text(
+        home.config.read_text()
+        + f"[rag]\nmodel_download_base_url = '{http_mirror.base_url}'\n[rag.http]\nbackoff_ms = 10\n"
+    )
+    with_hooks(home, model_manifest=str(tiny_model.manifest_path))
+    initialize(home)
+    run = home.run("rag", "model-install")
+    assert run.code == 0, run.stdout + run.stderr
+    events = [json.loads(line) for line in run.stderr.splitlines() if line.startswith("{")]
+    notes = [event["note"] for event in events if "note" in event]
+    assert len(notes) == 1 and notes[0].startswith("retrying in ") and "HTTP 503" in notes[0]
 
 
 def _mirror_model(mirror, tiny: TinyModel) -> None:  # type: ignore[no-untyped-def]

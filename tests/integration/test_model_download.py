@@ -436,6 +436,18 @@ def test_a_network_failure_says_how_to_install_without_that_connection(
         assert hint in caught.value.message
 
 
+def test_a_retry_is_announced_in_the_progress(mirror: MirrorServer, http_config: HttpConfig, tmp_path: Path) -> None:
+    mirror.fault(GRAPH).statuses = [503]
+    events: list[InstallProgress] = []
+
+    install_model(_manifest(), tmp_path, base_url=mirror.base_url, http_config=http_config, progress=events.append)
+
+    notes = [event.note for event in events if event.note]
+    assert len(notes) == 1 and notes[0].startswith("retrying in ")
+    assert "after HTTP 503 (attempt 2 of 3)" in notes[0]
+    assert events[-1].note is None and events[-1].bytes_done == events[-1].bytes_total
+
+
 def test_401_is_not_retried(mirror: MirrorServer, http_config: HttpConfig, tmp_path: Path) -> None:
     mirror.fault(GRAPH).statuses = [401]
 
