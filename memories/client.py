@@ -56,7 +56,7 @@ class Client:
             ) from None
         except TimeoutError:
             sock.close()
-            raise _unresponsive(self.home, timeout) from None
+            raise unresponsive(self.home, timeout) from None
         except OSError as exc:
             sock.close()
             raise MemoriesError(
@@ -101,14 +101,14 @@ class Client:
             try:
                 send_frame(sock, payload)
             except TimeoutError:
-                raise _unresponsive(self.home, timeout) from None
+                raise unresponsive(self.home, timeout) from None
             except OSError:
                 raise _gone(self.home) from None
             while True:
                 try:
                     frame = recv_frame(sock)
                 except TimeoutError:
-                    raise _unresponsive(self.home, timeout) from None
+                    raise unresponsive(self.home, timeout) from None
                 except OSError:
                     raise _gone(self.home) from None
                 if frame is None:
@@ -150,7 +150,8 @@ def check_peer(sock: socket.socket, home: Home) -> None:
         )
 
 
-def _unresponsive(home: Home, timeout: float | None) -> MemoriesError:
+def unresponsive(home: Home, timeout: float | None) -> MemoriesError:
+    """``daemon_unresponsive``: the daemon of ``home`` sent no frame for ``timeout`` seconds."""
     return MemoriesError(
         "daemon_unresponsive",
         f"the daemon of {home.root} sent nothing for {timeout:g} s (it is stopped or stuck); "

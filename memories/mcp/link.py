@@ -1,10 +1,11 @@
 """The MCP server's connection to the daemon: one async socket per tool call (anyio, like the SDK).
 
-The request goes out as one :class:`~memories.protocol.Envelope`; progress frames are skipped and the reply or
-failure comes back. When the call is cancelled (the client's cancel notification, or the end of stdin shutting
-the server down) the socket closes with it, and the daemon, seeing the hang-up, cancels the job (R-44): nothing
-keeps running for a client that is gone. The server never starts a daemon: one started from an AI client would be
-locked and would inherit the client's environment.
+The request goes out as one :class:`~memories.protocol.Envelope`; progress and heartbeat frames are skipped and
+the reply or failure comes back, or ``daemon_unresponsive`` after 10 s without any frame. When the call is
+cancelled (the client's cancel notification, or the end of stdin shutting the server down) the socket closes with
+it, and the daemon, seeing the hang-up, cancels the job (R-44): nothing keeps running for a client that is gone.
+The server never starts a daemon: one started from an AI client would be locked and would inherit the client's
+environment.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from anyio.abc import SocketAttribute
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from memories import protocol as p
-from memories.client import RequestFailed, check_peer
+from memories.client import RequestFailed, check_peer, unresponsive
 from memories.errors import MemoriesError
 from memories.framing import HEADER_BYTES, pack, payload_size
 from memories.paths import Home
@@ -37,7 +38,9 @@ async def request(home: Home, body: p.Request) -> p.ClientReply:
 
     Raises:
         RequestFailed: the daemon's failure.
-        MemoriesError: ``daemon_not_running`` when no daemon answers or it hangs up without an answer.
+        MemoriesError: ``daemon_not_running`` when no daemon answers or it hangs up without an answer;
+            ``daemon_unresponsive`` after :data:`~memories.protocol.SILENCE_SECONDS` without a frame (a live
+            daemon sends a heartbeat every second while it works, so only a stopped or stuck one is silent).
     """
     envelope = p.Envelope(protocol=p.PROTOCOL_VERSION, home=home.root, config=home.config_path, request=body)
     try:
@@ -45,7 +48,10 @@ async def request(home: Home, body: p.Request) -> p.ClientReply:
     except UnicodeEncodeError:
         raise MemoriesError("invalid_argument", "an argument is not valid UTF-8 text") from None
     try:
-        stream = await anyio.connect_unix(home.socket_path)
+        with anyio.fail_after(p.SILENCE_SECONDS):
+            stream = await anyio.connect_unix(home.socket_path)
+    except TimeoutError:
+        raise unresponsive(home, p.SILENCE_SECONDS) from None
     except OSError:
         raise _not_running(home) from None
     async with stream:
@@ -54,11 +60,14 @@ async def request(home: Home, body: p.Request) -> p.ClientReply:
         try:
             await stream.send(pack(payload))
             while True:
-                size = payload_size(await reader.receive_exactly(HEADER_BYTES))
-                frame = _DECODER.decode(await reader.receive_exactly(size))
+                with anyio.fail_after(p.SILENCE_SECONDS):
+                    size = payload_size(await reader.receive_exactly(HEADER_BYTES))
+                    frame = _DECODER.decode(await reader.receive_exactly(size))
                 if isinstance(frame, p.Failure):
                     raise RequestFailed(frame)
                 if isinstance(frame, p.ClientReply):
                     return frame
+        except TimeoutError:
+            raise unresponsive(home, p.SILENCE_SECONDS) from None
         except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, OSError):
             raise _not_running(home) from None

@@ -7,6 +7,7 @@ import signal
 from pathlib import Path
 
 from tests.fixtures.daemon import HomeDir
+from tests.fixtures.mcp_client import RawServer, grant
 
 
 def test_a_pipe_as_the_body_file_is_refused_at_once(vault: HomeDir, tmp_path: Path) -> None:
@@ -35,3 +36,17 @@ def test_a_stopped_daemon_is_unresponsive_not_a_hang(vault: HomeDir) -> None:
     finally:
         os.kill(pid, signal.SIGCONT)
     assert vault.ok("vault", "list")["vaults"]
+
+
+def test_an_mcp_call_to_a_stopped_daemon_is_unresponsive(vault: HomeDir) -> None:
+    token = grant(vault, "notes", "search")["token"]
+    server = RawServer(vault, token)
+    server.initialize()
+    pid = vault.status()["pid"]
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        result = server.call("memory_search", {"query": "x"})
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert result["isError"] and result["content"][0]["text"].startswith("daemon_unresponsive: ")
+    assert server.close()[0] == 0
