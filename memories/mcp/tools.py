@@ -168,7 +168,7 @@ def _value(argument: Argument, raw: Any) -> Any:
         if argument.choices and raw not in argument.choices:
             raise _invalid(name, f"expected one of {', '.join(argument.choices)}")
         if name in ("query", "question") and len(raw.encode("utf-8", "surrogatepass")) > MAX_QUERY_BYTES:
-            raise MemoriesError("query_too_long", f"{name}: longer than {MAX_QUERY_BYTES:,} UTF-8 bytes (R-17)")
+            raise MemoriesError("query_too_long", f"{name}: longer than {MAX_QUERY_BYTES:,} UTF-8 bytes")
         if name == "id" and not (0 < len(raw) <= _MAX_ID_CHARS and raw.isprintable()):
             raise _invalid(name, "expected a record id")
         return raw
