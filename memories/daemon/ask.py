@@ -64,7 +64,7 @@ class Asking:
             cards_only=request.cards_only,
             no_rerank=request.no_rerank,
         )
-        job = daemon.jobs.new_job("ask", vault.id)
+        job = daemon.jobs.new_job("ask", vault.id, vault.name)
         conn.attach(job)
 
         async def work(job: VaultJob) -> p.AskReport:
