@@ -38,6 +38,7 @@ short sentences) these rules bring hybrid to within 0.005 of the better arm or a
 of the query, not a score of one set: FLORES gives the same figures from 0.3 to 0.5; on Tatoeba, lower floors
 let in same-language sentences that hold most of a short query's words (``我不知道``) when the vector arm's
 first chunk is a same-language one too, and 0.5 is the lowest floor that kept hybrid within 0.005 there.
+The tables: ``docs/search-quality.md``.
 
 **The lightweight reranker** (R-35; not a learned model, :func:`rerank`) boosts candidates that contain the
 query's words::
