@@ -1,8 +1,13 @@
 """The client side of the daemon socket: blocking, small, and fast to import (no trio, no numpy).
 
->>> client = Client(resolve_home(None, None))
->>> client.request(p.VaultList()).document()      # doctest: +SKIP
-{'vaults': [...]}
+>>> from memories import protocol as p
+>>> from memories.paths import Home
+>>> client = Client(Home("/nonexistent/home", "/nonexistent/home/config.toml"))
+>>> client.request(p.VaultList()).document()  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+memories.errors.MemoriesError: daemon_not_running: no daemon is running for the home /nonexistent/home; ...
+
+With a daemon running, the same call returns ``{'vaults': [...]}``.
 """
 
 from __future__ import annotations

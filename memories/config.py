@@ -65,7 +65,7 @@ class CryptoConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     stored beside the wrapped key, so lowering them later (tests do) affects only homes created afterwards.
     """
 
-    kdf_memory_kib: Annotated[int, msgspec.Meta(ge=8, le=4 * 1024 * 1024)] = 64 * 1024
+    kdf_memory_kib: Annotated[int, msgspec.Meta(ge=8, le=1024 * 1024)] = 64 * 1024  # unlock refuses more than 1 GiB
     kdf_iterations: Annotated[int, msgspec.Meta(ge=1, le=64)] = 3
     kdf_lanes: Annotated[int, msgspec.Meta(ge=1, le=64)] = 4
 

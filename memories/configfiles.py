@@ -12,8 +12,9 @@ A client's config is the user's file: other servers, other keys, comments and fo
 - A file that does not parse is left untouched: :class:`~memories.errors.MemoriesError` ``client_config_invalid``
   names the file and the line.
 
->>> merge_json('{"mcpServers": {"other": {"command": "x"}}}', "f.json", "mcpServers", "memories", {"command": "m"})
-'{"mcpServers": {"other": {"command": "x"},\\n  "memories": {\\n    "command": "m"\\n  }\\n}}'
+>>> text = '{"mcpServers": {"other": {"command": "x"}}}'
+>>> merge_json(text, "f.json", "mcpServers", "memories", {"command": "m"}, strict=True)
+'{"mcpServers": {"other": {"command": "x"}, "memories": {"command": "m"}}}'
 """
 
 from __future__ import annotations

@@ -40,6 +40,38 @@ class KdfParams(msgspec.Struct, forbid_unknown_fields=True):
     algorithm: str = "argon2id"
 
 
+MAX_KDF_MEMORY_KIB = 1024 * 1024
+"""Largest Argon2id memory accepted from the database on unlock: 1 GiB (16 times RFC 9106's second recommendation,
+and the most the config allows)."""
+
+MAX_KDF_ITERATIONS = 64
+MAX_KDF_LANES = 64
+
+
+def check_kdf_params(params: KdfParams) -> None:
+    """Refuse parameters read back from the database that no ``init`` of Memories writes, before any derivation: a
+    tampered row must not make ``unlock`` allocate without bound.
+
+    Bounds: a :data:`SALT_BYTES`-byte salt; memory at most :data:`MAX_KDF_MEMORY_KIB` KiB and at least
+    ``8 × lanes`` KiB (Argon2's own minimum, RFC 9106 §3.1); 1 to :data:`MAX_KDF_ITERATIONS` iterations; 1 to
+    :data:`MAX_KDF_LANES` lanes.
+
+    Raises:
+        MemoriesError: ``integrity_error`` naming the parameter.
+    """
+    problem = None
+    if len(params.salt) != SALT_BYTES:
+        problem = f"a {len(params.salt)}-byte salt (not {SALT_BYTES})"
+    elif not 1 <= params.lanes <= MAX_KDF_LANES:
+        problem = f"{params.lanes} lanes (1 to {MAX_KDF_LANES})"
+    elif not 1 <= params.iterations <= MAX_KDF_ITERATIONS:
+        problem = f"{params.iterations} iterations (1 to {MAX_KDF_ITERATIONS})"
+    elif not 8 * params.lanes <= params.memory_kib <= MAX_KDF_MEMORY_KIB:
+        problem = f"{params.memory_kib} KiB of memory ({8 * params.lanes} to {MAX_KDF_MEMORY_KIB})"
+    if problem is not None:
+        raise MemoriesError("integrity_error", f"the stored key derivation parameters are out of bounds: {problem}")
+
+
 def new_kdf_params(memory_kib: int, iterations: int, lanes: int) -> KdfParams:
     """Fresh parameters with a random 16-byte salt."""
     return KdfParams(salt=os.urandom(SALT_BYTES), memory_kib=memory_kib, iterations=iterations, lanes=lanes)

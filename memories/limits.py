@@ -42,6 +42,21 @@ MAX_VECTOR_BYTES = 32 * 1024 * 1024
 """R-21: most bytes of vectors (float32) in one cached vault."""
 
 
+def body_too_large(what: str, size: int | None = None) -> MemoriesError:
+    """The one ``body_too_large`` error: ``what`` (a file name, "the body") is over :data:`MAX_BODY_BYTES`; ``size``
+    in bytes when it is known (a file is read only up to the limit)."""
+    details = {"max": MAX_BODY_BYTES}
+    has = ""
+    if size is not None:
+        details["bytes"] = size
+        has = f" ({size:,} bytes)"
+    return MemoriesError(
+        "body_too_large",
+        f"{what}{has} is larger than {MAX_BODY_BYTES:,} bytes (2 MiB), the largest body accepted",
+        details,
+    )
+
+
 def check_result_limit(limit: int) -> None:
     """R-17: a search asks for 1 to :data:`MAX_RESULTS` results.
 

@@ -15,7 +15,7 @@ import click
 from memories import protocol as p
 from memories.cli.output import Session, command, one_line, plain_decimal, printable, table
 from memories.errors import MemoriesError
-from memories.limits import MAX_BODY_BYTES, check_result_limit
+from memories.limits import MAX_BODY_BYTES, body_too_large, check_result_limit
 
 KINDS = list(get_args(p.RecordKind))
 SENSITIVITIES = list(get_args(p.Sensitivity))
@@ -34,7 +34,7 @@ def read_limited(stream: BinaryIO, name: str) -> bytes:
     """
     data = stream.read(MAX_BODY_BYTES + 1)
     if len(data) > MAX_BODY_BYTES:
-        raise _too_large(name)
+        raise body_too_large(name)
     return data
 
 
@@ -71,17 +71,9 @@ def _read_body_file(path: str) -> bytes:
             {"path": path},
         ) from None
     except FileTooLarge:
-        raise _too_large(path) from None
+        raise body_too_large(path) from None
     except OSError as exc:
         raise MemoriesError("invalid_argument", f"cannot read {path}: {exc.strerror}") from None
-
-
-def _too_large(name: str) -> MemoriesError:
-    return MemoriesError(
-        "body_too_large",
-        f"{name} is larger than {MAX_BODY_BYTES:,} bytes (2 MiB), the largest body accepted",
-        {"max": MAX_BODY_BYTES},
-    )
 
 
 def _meta(pairs: tuple[str, ...]) -> dict[str, str]:

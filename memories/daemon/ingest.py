@@ -30,7 +30,7 @@ from memories.daemon.server import Connection
 from memories.daemon.vaults import Origin, Vaults, split_tags
 from memories.errors import MemoriesError
 from memories.files import FileTooLarge, NotRegularFile, read_regular_file
-from memories.limits import MAX_BODY_BYTES, MAX_TITLE_BYTES
+from memories.limits import MAX_BODY_BYTES, MAX_TITLE_BYTES, body_too_large
 from memories.rag.notes import front_matter_tags, note_title, truncate_utf8
 from memories.store import VaultRow
 
@@ -275,7 +275,7 @@ def _read_note(candidate: _Candidate, title: str | None) -> _Note:
         raise _unsupported(path, "it contains NUL bytes")
     data = data.removeprefix(_BOM)
     if len(data) > MAX_BODY_BYTES:
-        raise MemoriesError("body_too_large", f"{path} is larger than {MAX_BODY_BYTES:,} bytes (2 MiB)")
+        raise body_too_large(str(path), len(data))
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -298,9 +298,7 @@ def _read_regular_file(path: Path, limit: int) -> bytes:
     except NotRegularFile:
         raise _unsupported(path, "it is not a regular file (a device, pipe or socket)") from None
     except FileTooLarge:
-        raise MemoriesError(
-            "body_too_large", f"{path} is larger than {MAX_BODY_BYTES:,} bytes (2 MiB), the largest body accepted"
-        ) from None
+        raise body_too_large(str(path)) from None
     except OSError as exc:
         raise MemoriesError("invalid_argument", f"cannot read {path}: {exc.strerror}") from None
 

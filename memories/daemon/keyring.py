@@ -74,7 +74,11 @@ class Keyring:
         raw_params = self._store.get_setting(_KDF)
         if wrapped is None or raw_params is None:
             raise MemoriesError("not_initialized", "run `memories init` first")
-        params = msgspec.msgpack.decode(raw_params, type=crypto.KdfParams)
+        try:
+            params = msgspec.msgpack.decode(raw_params, type=crypto.KdfParams)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            raise MemoriesError("integrity_error", "the stored key derivation parameters are malformed") from None
+        crypto.check_kdf_params(params)  # before any derivation: a tampered row must not allocate without bound
         kek = crypto.derive_kek(passphrase, params)
         try:
             self._master = crypto.open_sealed(kek, wrapped, crypto.master_key_aad())

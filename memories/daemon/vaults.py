@@ -25,7 +25,7 @@ import msgspec
 from memories import crypto
 from memories.daemon.keyring import Keyring
 from memories.errors import MemoriesError
-from memories.limits import MAX_BODY_BYTES, MAX_META_ENTRIES, MAX_META_VALUE_BYTES, MAX_TITLE_BYTES
+from memories.limits import MAX_BODY_BYTES, MAX_META_ENTRIES, MAX_META_VALUE_BYTES, MAX_TITLE_BYTES, body_too_large
 from memories.protocol import RecordKind, RecordSummary, RecordView, Sensitivity
 from memories.store import RevisionRow, Store, VaultRow
 from memories.worker_protocol import IndexRecord
@@ -396,11 +396,7 @@ def decode_body(body: bytes) -> str:
         MemoriesError: ``body_too_large`` over :data:`~memories.limits.MAX_BODY_BYTES`; ``invalid_utf8``.
     """
     if len(body) > MAX_BODY_BYTES:
-        raise MemoriesError(
-            "body_too_large",
-            f"the body has {len(body):,} bytes; the largest accepted is {MAX_BODY_BYTES:,} bytes (2 MiB)",
-            {"bytes": len(body), "max": MAX_BODY_BYTES},
-        )
+        raise body_too_large("the body", len(body))
     try:
         return body.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -30,9 +30,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from memories.errors import MemoriesError
+from memories.limits import MAX_VECTOR_BYTES
 
-MAX_VECTOR_BYTES = 32 * 1024 * 1024
-"""R-21: at most 32 MiB of vectors per cached vault (10,922 vectors of 768 float32; 10,000 chunks up to 838 wide)."""
 NORM_TOLERANCE = 1e-3
 """How far from 1 a stored vector's L2 norm may be; backends normalize to about 1e-6, remote ones less tightly."""
 

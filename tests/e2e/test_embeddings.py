@@ -29,6 +29,10 @@ NOTES = {
 RAG = "[rag]\nlocal_threads = 1\nembed_batch_size = 2\n"
 
 
+FINISHED = ("done", "failed", "cancelled")
+"""Job states after the end (``queued`` and ``running`` are not)."""
+
+
 def _model_home(home: HomeDir, tiny: TinyModel, *, extra_config: str = "", **hooks: object) -> HomeDir:
     home.config.write_text(home.config.read_text() + RAG + extra_config)
     with_hooks(home, model_manifest=str(tiny.manifest_path), **hooks)
@@ -108,8 +112,6 @@ def test_hybrid_is_reciprocal_rank_fusion_of_the_two_rankings(home: HomeDir, tin
             expected[chunk] = expected.get(chunk, Fraction(0)) + Fraction(1, 60 + rank)
     assert {h["chunk_hash"]: h["score"] for h in hybrid} == pytest.approx({k: float(v) for k, v in expected.items()})
     assert [h["score"] for h in hybrid] == sorted((float(v) for v in expected.values()), reverse=True)
-    if lexical[0] == semantic[0]:
-        assert hybrid[0]["score"] == pytest.approx(2 / 61)
 
     # One ranking empty (no chunk holds the term): hybrid keeps the vector order, scores 1/(60 + rank).
     only_vector = [
@@ -162,10 +164,7 @@ def test_budget_cut_then_retry_embeds_only_the_rest(home: HomeDir, tiny_model: T
         result = home.run("rag", "index", "notes")
         rounds += 1
         if result.code == 0:
-            assert (
-                result.doc == {"embedded_now": 0, "reused": len(NOTES), "missing": 0, "failed": []}
-                or result.doc["missing"] == 0
-            )
+            assert (result.doc["reused"], result.doc["missing"], result.doc["failed"]) == (done, 0, [])
             done += result.doc["embedded_now"]
             break
         details = result.doc["error"]["details"]
@@ -193,7 +192,7 @@ def test_background_index_finishes_a_vault_that_needs_several_budgets(home: Home
     _add_notes(home)
     job_id = home.ok("rag", "index", "notes", "--background")["job_id"]
     job = home.wait_for(
-        lambda: next((j for j in home.ok("jobs")["jobs"] if j["id"] == job_id and j["state"] != "running"), None),
+        lambda: next((j for j in home.ok("jobs")["jobs"] if j["id"] == job_id and j["state"] in FINISHED), None),
         what="the background index job to finish",
     )
     assert (job["state"], job["error"], job["done"], job["total"]) == ("done", None, len(NOTES), len(NOTES))
@@ -398,7 +397,7 @@ def test_background_index_keeps_going_through_edits(home: HomeDir, tiny_model: T
     for number in range(5):  # more edits than a job may rerun: vectors are content-addressed, the job adopts them
         home.ok("memory", "update", "notes", ids["sql"], "--body", f"isolation level edit {number}")
     job = home.wait_for(
-        lambda: next((j for j in home.ok("jobs")["jobs"] if j["id"] == job_id and j["state"] != "running"), None),
+        lambda: next((j for j in home.ok("jobs")["jobs"] if j["id"] == job_id and j["state"] in FINISHED), None),
         what="the background index job to finish",
     )
     assert (job["state"], job["error"]) == ("done", None)
