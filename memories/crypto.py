@@ -4,7 +4,7 @@
 
     passphrase ──Argon2id(salt, memory, iterations, lanes)──▶ key-encryption key (32 bytes)
     key-encryption key ──AES-256-GCM wrap──▶ master key (random, 32 bytes)
-    master key ──AES-256-GCM wrap, AAD = vault id──▶ vault data key (random, 32 bytes, one per vault)
+    master key ──AES-256-GCM wrap, AAD = (vault id, device-only policy)──▶ vault data key (random, 32 bytes)
     vault data key ──AES-256-GCM, AAD = (vault id, record id, revision, field)──▶ record field ciphertext
 
 Every sealed blob is ``nonce (12 bytes) || ciphertext || tag (16 bytes)`` with a fresh random nonce. The
@@ -120,7 +120,15 @@ def master_key_aad() -> bytes:
     return FORMAT + b"|master-key"
 
 
-def vault_key_aad(vault_id: str) -> bytes:
+def vault_key_aad(vault_id: str, device_only: bool) -> bytes:
+    """Associated data of a wrapped vault key: the vault id and its device-only policy (R-41), so a policy flipped
+    in the database makes the key fail to unwrap (``integrity_error``) instead of letting data leave the device."""
+    return msgspec.msgpack.encode([FORMAT, "vault-key", vault_id, device_only])
+
+
+def legacy_vault_key_aad(vault_id: str) -> bytes:
+    """The associated data of vault keys wrapped before the policy was sealed (the vault id only); such a key is
+    wrapped again with :func:`vault_key_aad` at the first unlock."""
     return FORMAT + b"|vault-key|" + vault_id.encode()
 
 

@@ -1,8 +1,9 @@
 """The encrypted store: one SQLite database per home, holding only ciphertext for record content.
 
-In the clear: vault ids, names and policy; record ids, revision numbers and timestamps; the sizes implied by the
-ciphertext; grant ids, the SHA-256 of each grant token, and listing copies of each grant's vault, client, scope
-and expiry (only the sealed copy authorizes). Sealed (see :mod:`memories.crypto`): the master key, each vault's
+In the clear: vault ids, names and policy (the policy authenticated by the associated data of the vault's wrapped
+key); record ids, revision numbers and timestamps; the sizes implied by the ciphertext; grant ids, the SHA-256 of
+each grant token, and listing copies of each grant's vault, client, scope and expiry (only the sealed copy
+authorizes). Sealed (see :mod:`memories.crypto`): the master key, each vault's
 data key, every record field (``header`` = kind, sensitivity, title, metadata; ``body``) and each grant's terms
 (vault, scope, expiry). This module moves bytes in and out and knows no keys.
 
@@ -174,10 +175,13 @@ class Store:
             self._db.execute("DELETE FROM records WHERE vault_id = ?", (vault_id,))
             self._db.execute("DELETE FROM vaults WHERE id = ?", (vault_id,))
 
-    def set_device_only(self, vault_id: str, device_only: bool) -> None:
-        """Change a vault's device-only policy."""
+    def set_policy(self, vault_id: str, device_only: bool, wrapped_key: bytes) -> None:
+        """Change a vault's device-only policy together with its key wrapped for that policy (one transaction)."""
         with self._transaction():
-            self._db.execute("UPDATE vaults SET device_only = ? WHERE id = ?", (int(device_only), vault_id))
+            self._db.execute(
+                "UPDATE vaults SET device_only = ?, wrapped_key = ? WHERE id = ?",
+                (int(device_only), wrapped_key, vault_id),
+            )
 
     # -- records -------------------------------------------------------------------------------------------
 

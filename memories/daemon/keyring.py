@@ -32,7 +32,7 @@ class Keyring:
     def __init__(self, store: Store) -> None:
         self._store = store
         self._master: bytes | None = None
-        self._vault_keys: dict[str, bytes] = {}
+        self._vault_keys: dict[tuple[str, bool, bytes], bytes] = {}
         self._initialized = False
 
     @property
@@ -98,19 +98,43 @@ class Keyring:
             raise MemoriesError("vault_locked", "the home is locked; run `memories unlock`")
         return self._master
 
-    def wrap_vault_key(self, vault_id: str, key: bytes) -> bytes:
-        """Seal a new vault's data key under the master key, bound to the vault id; raises ``vault_locked``."""
-        return crypto.seal(self.master(), key, crypto.vault_key_aad(vault_id))
+    def wrap_vault_key(self, vault_id: str, key: bytes, device_only: bool) -> bytes:
+        """Seal a vault's data key under the master key, bound to the vault id and its device-only policy (R-41);
+        raises ``vault_locked``."""
+        return crypto.seal(self.master(), key, crypto.vault_key_aad(vault_id, device_only))
 
     def forget_vault(self, vault_id: str) -> None:
         """Drop one vault's data key (the vault was deleted)."""
-        self._vault_keys.pop(vault_id, None)
+        for cached in [cached for cached in self._vault_keys if cached[0] == vault_id]:
+            del self._vault_keys[cached]
 
     def vault_key(self, vault: VaultRow) -> bytes:
-        """The data key of ``vault`` (unwrapped once per unlock)."""
+        """The data key of ``vault``, which proves its device-only policy as read from the store. Unwrapped once
+        per unlock and per stored (policy, wrapped key), so a policy changed in the database while unlocked is
+        caught too.
+
+        Raises:
+            MemoriesError: ``vault_locked``; ``integrity_error`` when the key or the policy was changed outside
+                Memories.
+        """
         master = self.master()
-        key = self._vault_keys.get(vault.id)
+        cached = (vault.id, vault.device_only, vault.wrapped_key)
+        key = self._vault_keys.get(cached)
         if key is None:
-            key = crypto.open_sealed(master, vault.wrapped_key, crypto.vault_key_aad(vault.id))
-            self._vault_keys[vault.id] = key
+            try:
+                key = crypto.open_sealed(master, vault.wrapped_key, crypto.vault_key_aad(vault.id, vault.device_only))
+            except MemoriesError:
+                raise MemoriesError(
+                    "integrity_error",
+                    f"vault {vault.name}: its key or its device-only policy was changed outside Memories",
+                    {"vault": vault.id},
+                ) from None
+            self._vault_keys[cached] = key
         return key
+
+    def legacy_vault_key(self, vault: VaultRow) -> bytes | None:
+        """The data key of a vault made before policies were sealed, or ``None`` (a sealed or damaged key)."""
+        try:
+            return crypto.open_sealed(self.master(), vault.wrapped_key, crypto.legacy_vault_key_aad(vault.id))
+        except MemoriesError:
+            return None

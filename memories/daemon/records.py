@@ -47,7 +47,15 @@ class Records:
         return _vault_info(row)
 
     async def _vault_list(self, request: p.VaultList, conn: Connection) -> p.Result:
-        self._daemon.keyring.master()
+        """Works while locked too: the device-only policies are then shown as stored, unverified (each is proven by
+        its vault's sealed key once unlocked, :meth:`Keyring.vault_key`)."""
+        keyring = self._daemon.keyring
+        if keyring.locked:
+            if not await self._daemon.db(lambda: keyring.initialized):
+                keyring.master()  # not_initialized
+            conn.warnings.append(
+                "the home is locked: device-only policies are shown as stored and are verified only after unlock"
+            )
         return p.VaultListing(vaults=[_vault_info(v) for v in await self._daemon.db(self._daemon.vaults.list)])
 
     async def _vault_show(self, request: p.VaultShow, conn: Connection) -> p.Result:

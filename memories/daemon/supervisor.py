@@ -241,8 +241,12 @@ class Daemon:
         return await self.db(resolve)
 
     async def resolve_unlocked(self, ref: str) -> VaultRow:
+        """The vault, with its device-only policy proven by its sealed key (R-41); raises ``vault_locked``,
+        ``integrity_error`` (a policy changed outside Memories) and what :meth:`resolve` raises."""
         self.keyring.master()
-        return await self.resolve(ref)
+        vault = await self.resolve(ref)
+        await self.db(self.keyring.vault_key, vault)
+        return vault
 
     # -- requests ------------------------------------------------------------------------------------------
 
@@ -314,6 +318,9 @@ class Daemon:
     async def _unlock(self, request: p.Unlock, conn: Connection) -> p.Result:
         if self.keyring.locked:
             await self.db(self.keyring.unlock, request.passphrase)
+            sealed = await self.db(self.vaults.seal_policies)
+            if sealed:
+                log.info("sealed the device-only policy of %d vault(s) made by an earlier release", sealed)
         else:
             # Already unlocked: still prove the passphrase, so `unlock` never succeeds with a wrong one.
             await self.db(_verify_passphrase, self.store, request.passphrase)

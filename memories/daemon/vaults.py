@@ -115,7 +115,7 @@ class Vaults:
         vault_id = new_id()
         while any(vault_id in (vault.id, vault.name) for vault in existing):
             vault_id = new_id()
-        wrapped = self._keys.wrap_vault_key(vault_id, crypto.new_key())
+        wrapped = self._keys.wrap_vault_key(vault_id, crypto.new_key(), device_only)
         row = VaultRow(vault_id, name, device_only, time.time(), wrapped)
         try:
             self._store.insert_vault(row)
@@ -158,9 +158,24 @@ class Vaults:
         return self._store.count_records(vault.id)
 
     def set_policy(self, vault: VaultRow, device_only: bool) -> VaultRow:
-        self._keys.master()
-        self._store.set_device_only(vault.id, device_only)
-        return vault._replace(device_only=device_only)
+        """Set the device-only policy, sealed with the vault key (R-41); raises ``vault_locked``,
+        ``integrity_error``."""
+        wrapped = self._keys.wrap_vault_key(vault.id, self._keys.vault_key(vault), device_only)
+        self._store.set_policy(vault.id, device_only, wrapped)
+        return vault._replace(device_only=device_only, wrapped_key=wrapped)
+
+    def seal_policies(self) -> int:
+        """At unlock: wrap the key of every vault made before policies were sealed again, bound to the policy as
+        stored now; returns how many. (That stored policy is trusted once: a change made to it before this first
+        unlock cannot be told from the user's own.)"""
+        sealed = 0
+        for vault in self._store.vaults():
+            key = self._keys.legacy_vault_key(vault)
+            if key is not None:
+                wrapped = self._keys.wrap_vault_key(vault.id, key, vault.device_only)
+                self._store.set_policy(vault.id, vault.device_only, wrapped)
+                sealed += 1
+        return sealed
 
     # -- records -------------------------------------------------------------------------------------------
 

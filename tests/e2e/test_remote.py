@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 from pathlib import Path
 
@@ -384,3 +385,18 @@ def test_no_private_record_credential_or_file_reaches_a_service(
         assert word not in bodies
     assert model_server.calls("embeddings")[0].headers["authorization"] == "Bearer key-value-7f3a"
     assert "key-value-7f3a" not in recorded_text(model_server).replace("Bearer key-value-7f3a", "")
+
+
+def test_a_tampered_device_only_policy_is_an_integrity_error(home: HomeDir) -> None:
+    initialize(home)
+    home.ok("vault", "create", "secret", "--device-only")
+    _add(home, "Backups", "Nightly backups run restic to the NAS.", "secret")
+    assert home.ok("vault", "policy", "secret", "--device-only", "off")["device_only"] is False
+    home.ok("vault", "policy", "secret", "--device-only", "on")
+    database = sqlite3.connect(home.path / "memories.db")
+    with database:
+        database.execute("UPDATE vaults SET device_only = 0 WHERE name = 'secret'")
+    database.close()
+
+    home.fails("integrity_error", "rag", "search", "secret", "restic")
+    assert home.ok("rag", "search", "notes", "restic")["results"] == []

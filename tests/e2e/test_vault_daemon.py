@@ -89,10 +89,12 @@ def test_wrong_passphrase_changes_nothing_and_lock_blocks_content(vault: HomeDir
         ("memory", "search", "notes", "kept"),
         ("rag", "search", "notes", "kept"),
         ("rag", "index", "notes"),
-        ("vault", "list"),
         ("vault", "create", "other"),
     ):
         vault.fails("vault_locked", *command)
+    listing = vault.ok("vault", "list")
+    assert [v["name"] for v in listing["vaults"]] == ["notes"] and "unverified" not in listing
+    assert any("verified only after unlock" in warning for warning in listing["warnings"])
     vault.fails("bad_passphrase", "unlock", "--passphrase-stdin", stdin="wrong\n")
     assert vault.status()["locked"] is True
     vault.ok("unlock", "--passphrase-stdin", stdin=PASSPHRASE + "\n")
