@@ -90,13 +90,14 @@ def front_matter_end(text: str) -> int:
 
 
 def _front_matter(text: str) -> dict:
-    """The front matter as a mapping; ``{}`` when absent, malformed or not a mapping."""
+    """The front matter as a mapping; ``{}`` when absent, malformed (nested too deep for the parser's recursion
+    included) or not a mapping."""
     match = _FRONT_MATTER.match(text)
     if not match:
         return {}
     try:
         data = yaml.safe_load(match.group(1))
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
 

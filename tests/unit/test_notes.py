@@ -71,3 +71,8 @@ def test_front_matter_tags_are_scalars_and_nested_aliases_are_never_expanded() -
     bomb = "---\n" + "\n".join(levels) + "\ntags: [kept, 2024, 2024-01-31, *i, {k: v}, null, 'a,b']\n---\nbody\n"
     assert front_matter_tags(bomb) == ["kept", "2024", "2024-01-31"]
     assert front_matter_tags("---\ntags: one, two\n---\n") == ["one", "two"]
+
+
+def test_front_matter_nested_too_deep_is_malformed_not_a_failure() -> None:
+    deep = "---\ntitle: T\ntags: " + "[" * 50_000 + "]" * 50_000 + "\n---\n# Heading\nbody\n"
+    assert front_matter_tags(deep) == [] and note_title(deep) == "Heading"
