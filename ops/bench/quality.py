@@ -54,7 +54,7 @@ from typing import Any
 
 import numpy as np
 
-from memories.config import RagConfig
+from memories.config import DEFAULT_LOCAL_THREADS, RagConfig
 from memories.errors import MemoriesError
 from memories.models.embedding import document_input, query_input
 from memories.models.telemetry import disable_telemetry_environment
@@ -343,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model-dir", type=Path, help="the model folder (default: build the tiny model)")
     parser.add_argument("--docs", type=int, help="keep at most N documents (the kept queries' relevant ones first)")
     parser.add_argument("--queries", type=int, help="keep the first N queries")
-    parser.add_argument("--threads", type=int, default=min(RagConfig().local_threads, cores))
+    parser.add_argument("--threads", type=int, default=min(DEFAULT_LOCAL_THREADS, cores))
     parser.add_argument("--no-bare", action="store_true", help="skip the bare vector reference")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
