@@ -19,6 +19,24 @@ import msgspec
 HOOKS_ENV = "MEMORIES_TEST_HOOKS"
 
 
+class HoldStep(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """One worker step held until the worker is killed: a known point for a fault test to strike at.
+
+    A worker answers ``after`` requests of type ``kind``, then holds the next one forever, first creating the
+    file ``marker`` (the test waits for it, so its kill lands while that step is in the worker). The marker also
+    makes the hold happen once per test: while it exists no worker holds, so the restarted worker runs normally.
+
+    Attributes:
+        kind: worker request type name (``EmbedBatch``...).
+        after: how many such requests a worker process answers before it holds one.
+        marker: path of the file created when the hold begins (its folder must exist).
+    """
+
+    kind: str
+    after: int = 0
+    marker: str
+
+
 class TestHooks(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """Every hook, all off by default.
 
@@ -30,12 +48,14 @@ class TestHooks(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
         model_manifest: path of a manifest JSON that replaces the pinned one (a tiny generated model).
         clock_offset_file: path of a file holding a number of seconds added to the daemon's clock for grant
             expiry, read at every check (a test moves time forward by writing it, instead of sleeping).
+        hold_step: one worker step held until the worker is killed (:class:`HoldStep`).
     """
 
     step_delay_seconds: dict[str, float] = {}
     cut_after_batches: int | None = None
     model_manifest: str | None = None
     clock_offset_file: str | None = None
+    hold_step: HoldStep | None = None
 
 
 def load_hooks() -> TestHooks | None:

@@ -35,7 +35,7 @@ from memories.errors import MemoriesError
 from memories.framing import read_frame_fd, write_frame_fd
 from memories.hardening import dumpable, harden_process
 from memories.logs import log_failure
-from memories.testing import load_hooks
+from memories.testing import HoldStep, load_hooks
 
 Handler = Callable[[Any, "Context"], Any]
 
@@ -73,6 +73,8 @@ class _Worker:
         self._encoder = msgspec.msgpack.Encoder()
         hooks = load_hooks()
         self.delays = hooks.step_delay_seconds if hooks else {}
+        self.hold = hooks.hold_step if hooks else None
+        self.held_kind_seen = 0  # requests of the hold hook's kind handled so far
 
     def send(self, message: w.WorkerOutbound | w.WorkerHello) -> None:
         payload = self._encoder.encode(message)
@@ -123,6 +125,9 @@ class _Worker:
         delay = self.delays.get(kind)
         if delay:
             time.sleep(delay)  # test hook: a deliberately slow step
+        if self.hold is not None and self.hold.kind == kind:
+            _hold_if_due(self.hold, self.held_kind_seen)
+            self.held_kind_seen += 1
         handler = self.handlers.get(type(call.body))
         try:
             if handler is None:
@@ -135,6 +140,18 @@ class _Worker:
             return w.WorkerFailure(
                 id=call.id, code="internal_error", message=f"{self.name} worker failed: {type(exc).__name__}"
             )
+
+
+def _hold_if_due(hold: HoldStep, answered: int) -> None:
+    """Test hook: hold this step until the process is killed, once ``hold.after`` such steps were answered and
+    no worker has held one yet (creating the marker with ``O_EXCL`` claims the hold)."""
+    if answered < hold.after:
+        return
+    try:
+        os.close(os.open(hold.marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        return
+    threading.Event().wait()
 
 
 def run_worker(name: str, handlers: dict[type, Handler], threads: int = 1) -> None:

@@ -71,16 +71,24 @@ async def test_a_worker_of_another_install_is_refused(
 
 
 async def test_a_late_reply_after_cancel_is_dropped_and_counted(nursery: trio.Nursery) -> None:
-    release = trio.Event()
+    started, release = trio.Event(), trio.Event()
 
     async def slow(request: w.IndexCheckQuery) -> w.QueryChecked:
+        started.set()
         await release.wait()  # ignores the cancel notice: answers late
         return w.QueryChecked(terms=1)
 
     fake = FakeWorker(nursery, {w.IndexCheckQuery: slow})
     drops = Drops()
     handle = start(nursery, fake, drops)
-    with trio.move_on_after(0.01) as scope:
+    scope = trio.CancelScope()
+
+    async def cancel_once_the_worker_has_it() -> None:  # a known point, not a deadline that load can outrun
+        await started.wait()
+        scope.cancel()
+
+    nursery.start_soon(cancel_once_the_worker_has_it)
+    with scope:
         await handle.call(w.IndexCheckQuery(query="q"))
     assert scope.cancelled_caught
     await trio.testing.wait_all_tasks_blocked()
