@@ -58,9 +58,10 @@ def cli(json_mode: bool, home: str | None, config: str | None) -> None:
 def main() -> None:
     """Console-script entry point.
 
-    Usage errors keep click's message and exit status 2, and with ``--json`` also print the one JSON document
-    (code ``usage_error``, a one-line message: a group without a subcommand says ``Missing command.``, its help
-    goes to stderr); Ctrl-C exits 130; a closed stdout pipe (``memories ... | head``) ends the command
+    A usage error is one line on stderr, ``error: usage_error: MESSAGE (see `memories CMD --help`)``, exit status 2
+    (click's, for its own errors too); with ``--json`` also the one JSON document (code ``usage_error``, the same
+    one-line message). A group given no subcommand prints its help on stderr (what its subcommands are) and says
+    ``Missing command.``. Ctrl-C exits 130; a closed stdout pipe (``memories ... | head``) ends the command
     quietly (click exits 1 without a message). SIGPIPE stays ignored, as Python sets it: the daemon runs through
     this entry point too, and a client hanging up must never kill it.
     """
@@ -72,11 +73,21 @@ def main() -> None:
         click.echo("error: cancelled: interrupted", err=True)
         sys.exit(130)
     except click.ClickException as exc:
-        if "--json" in sys.argv[1:]:
-            # A group given no subcommand carries its whole help as the message; the document keeps one line.
-            missing = isinstance(exc, click.exceptions.NoArgsIsHelpError)
-            message = "Missing command." if missing else exc.format_message()
-            error = {"error": {"code": "usage_error", "message": message}}
-            click.echo(msgspec.json.encode(error).decode())
-        exc.show()
+        _usage_error(exc)
         sys.exit(exc.exit_code)
+
+
+def _usage_error(exc: click.ClickException) -> None:
+    """Report a click error in one line (and one JSON document with ``--json``), never click's four-line block."""
+    from memories.cli.output import printable_name
+
+    missing = isinstance(exc, click.exceptions.NoArgsIsHelpError)  # its message is the group's whole help
+    message = "Missing command." if missing else exc.format_message()
+    if "--json" in sys.argv[1:]:
+        error = {"error": {"code": "usage_error", "message": message}}
+        click.echo(msgspec.json.encode(error).decode())
+    ctx = exc.ctx if isinstance(exc, click.UsageError) else None
+    if missing and ctx is not None:
+        click.echo(ctx.get_help(), err=True)
+    hint = f" (see `{ctx.command_path} --help`)" if ctx is not None and not missing else ""
+    click.echo(f"error: usage_error: {printable_name(message)}{hint}", err=True)

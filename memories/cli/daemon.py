@@ -5,11 +5,12 @@ from __future__ import annotations
 import click
 
 from memories import protocol as p
-from memories.cli.output import Session, command, printable_name, table, to_document
+from memories.cli.output import Session, command, common_options, printable_name, table, to_document
 
 
 @click.group()
-def daemon() -> None:
+@common_options
+def daemon(json_mode: bool, home: str | None, config: str | None) -> None:
     """Run and inspect the daemon of a home."""
 
 

@@ -13,7 +13,7 @@ from typing import BinaryIO, get_args
 import click
 
 from memories import protocol as p
-from memories.cli.output import Session, command, one_line, plain_decimal, printable, table
+from memories.cli.output import Session, command, common_options, one_line, plain_decimal, printable, table
 from memories.errors import MemoriesError
 from memories.limits import MAX_BODY_BYTES, body_too_large, check_result_limit
 
@@ -22,7 +22,8 @@ SENSITIVITIES = list(get_args(p.Sensitivity))
 
 
 @click.group()
-def memory() -> None:
+@common_options
+def memory(json_mode: bool, home: str | None, config: str | None) -> None:
     """Store, read, revise, delete and search records."""
 
 
@@ -187,7 +188,12 @@ def update(
     sensitivity: str | None,
     meta: tuple[str, ...],
 ) -> None:
-    """Add a revision; earlier revisions stay readable."""
+    """Add a revision; earlier revisions stay readable. At least one option is needed (else ``invalid_argument``:
+    nothing to change, and no revision is added)."""
+    if title is None and body is None and file is None and sensitivity is None and not meta:
+        raise MemoriesError(
+            "invalid_argument", "nothing to change: give --title, --body, --file, --sensitivity or --meta"
+        )
     request = p.MemoryUpdate(
         vault=vault_ref,
         id=record_id,

@@ -304,6 +304,16 @@ def plain_decimal(value: float, significant: int = 4) -> str:
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
+def counted(number: int, noun: str, plural: str | None = None) -> str:
+    """``number`` and ``noun``, in the plural unless the number is 1 (``plural``, else ``noun`` + ``s``), with
+    thousands separators.
+
+    >>> counted(1, "record"), counted(0, "record"), counted(4758, "chunk"), counted(2, "entry", "entries")
+    ('1 record', '0 records', '4,758 chunks', '2 entries')
+    """
+    return f"{number:,} {noun if number == 1 else plural or noun + 's'}"
+
+
 def mebibytes(size: int) -> str:
     """A size in bytes as MiB (2**20 bytes), the one unit sizes are shown in: ``"201 MiB"``, ``"0.0041 MiB"``."""
     return f"{plain_decimal(size / 2**20, 3)} MiB"

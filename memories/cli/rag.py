@@ -8,13 +8,24 @@ import os
 import click
 
 from memories import protocol as p
-from memories.cli.output import Session, command, mebibytes, one_line, plain_decimal, printable, printable_name
+from memories.cli.output import (
+    Session,
+    command,
+    common_options,
+    counted,
+    mebibytes,
+    one_line,
+    plain_decimal,
+    printable,
+    printable_name,
+)
 from memories.errors import EXIT_ERROR, EXIT_PARTIAL
 from memories.limits import MAX_RESULTS, check_result_limit
 
 
 @click.group()
-def rag() -> None:
+@common_options
+def rag(json_mode: bool, home: str | None, config: str | None) -> None:
     """Import notes as knowledge cards and search them (BM25, vector, hybrid)."""
 
 
@@ -195,7 +206,8 @@ def status(session: Session, vault_ref: str) -> None:
         click.echo(f"vault      {document['vault']}{' (locked)' if document['locked'] else ''}")
         click.echo(f"records    {'?' if document['records'] is None else document['records']} eligible")
         click.echo(
-            f"cache      {document['cache']}, {document['chunks']:,} chunks, {document['text_bytes']:,} bytes of text"
+            f"cache      {document['cache']}, {counted(document['chunks'], 'chunk')}, "
+            f"{counted(document['text_bytes'], 'byte')} of text"
         )
         if built:
             click.echo(f"built      {datetime.datetime.fromtimestamp(built).isoformat(timespec='seconds')}")
@@ -206,7 +218,7 @@ def status(session: Session, vault_ref: str) -> None:
         shown_missing = "?" if missing is None else f"{missing:,}"
         click.echo(
             f"vectors    {inputs} distinct inputs to embed (identical chunks share one): {embedded:,} embedded, "
-            f"{shown_missing} missing, {document['vector_bytes']:,} bytes"
+            f"{shown_missing} missing, {counted(document['vector_bytes'], 'byte')}"
         )
         remote = model.get("remote")
         if remote:
@@ -220,7 +232,7 @@ def status(session: Session, vault_ref: str) -> None:
             state = "not installed" if not model["installed"] else ("verified" if model["verified"] else "installed")
             click.echo(f"model      {state} at {printable_name(model['path'])}")
         if document.get("failed"):
-            click.echo(f"refused    {document['failed']} chunks (too long for the embedding service)")
+            click.echo(f"refused    {counted(document['failed'], 'chunk')} (too long for the embedding service)")
         limits = ", ".join(f"{k} {v:,}" for k, v in document["limits"].items())
         click.echo(f"limits     {limits}")
 
@@ -242,7 +254,7 @@ def index(session: Session, vault_ref: str, background: bool) -> int:
             click.echo(f"job {document['job_id']} queued; follow it with `memories jobs`")
             return
         click.echo(
-            f"{document['embedded_now']} chunks embedded now, {document['reused']} reused, "
+            f"{counted(document['embedded_now'], 'chunk')} embedded now, {document['reused']} reused, "
             f"{document['missing']} missing, {len(document['failed'])} refused"
         )
         for failure in document["failed"]:

@@ -8,12 +8,13 @@ import sys
 import click
 
 from memories import protocol as p
-from memories.cli.output import Session, command, printable, table
+from memories.cli.output import Session, command, common_options, counted, printable, table
 from memories.errors import MemoriesError
 
 
 @click.group()
-def vault() -> None:
+@common_options
+def vault(json_mode: bool, home: str | None, config: str | None) -> None:
     """Create, inspect, rename and delete vaults."""
 
 
@@ -49,7 +50,7 @@ def show(session: Session, vault_ref: str) -> None:
     def human(document: dict) -> None:
         _show_vault(document)
         created = datetime.datetime.fromtimestamp(document["created"]).isoformat(timespec="seconds")
-        click.echo(f"created {created}, {document['records']} records")
+        click.echo(f"created {created}, {counted(document['records'], 'record')}")
 
     session.emit(*session.call(p.VaultShow(vault=vault_ref)), human)
 
@@ -83,7 +84,7 @@ def delete(session: Session, vault_ref: str, yes: bool) -> None:
             )
         shown, _ = session.call(p.VaultShow(vault=vault_ref))
         question = (
-            f"Delete vault {printable(shown['name'])} ({shown['id']}) and its {shown['records']} records? "
+            f"Delete vault {printable(shown['name'])} ({shown['id']}) and its {counted(shown['records'], 'record')}? "
             "This cannot be undone"
         )
         if not click.confirm(question, err=True):
@@ -92,7 +93,7 @@ def delete(session: Session, vault_ref: str, yes: bool) -> None:
     session.emit(
         *session.call(p.VaultDelete(vault=vault_ref)),
         lambda d: click.echo(
-            f"deleted vault {printable(d['name'])} ({d['id']}) with {d['records']} records; "
-            f"{d['revoked_grants']} grants revoked"
+            f"deleted vault {printable(d['name'])} ({d['id']}) with {counted(d['records'], 'record')}; "
+            f"{counted(d['revoked_grants'], 'grant')} revoked"
         ),
     )

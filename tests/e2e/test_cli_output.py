@@ -88,3 +88,59 @@ def test_daemon_stop_tells_a_waiting_client_why(home: HomeDir) -> None:
     assert search.returncode == 1
     assert "error: cancelled: the daemon is stopping" in err.decode(), err
     assert json.loads(out)["error"]["code"] == "cancelled"
+
+
+def test_usage_errors_are_one_line(home: HomeDir) -> None:
+    """Click's four-line block (Usage / Try / blank / Error) becomes the CLI's one error line; with ``--json`` the
+    same message is the one document. Usage errors need no daemon."""
+    missing = home.run("grant", "create", json_output=False)
+    assert missing.code == 2 and missing.stdout == ""
+    assert missing.stderr.splitlines() == [
+        "error: usage_error: Missing argument 'VAULT'. (see `memories grant create --help`)"
+    ]
+    typed = home.run("rag", "search", "notes", "q", "--limit", "0")
+    assert typed.code == 2 and len(typed.stderr.splitlines()) == 1 and typed.stderr.startswith("error: usage_error: ")
+    assert json.loads(typed.stdout)["error"]["message"] == typed.stderr.split(": ", 2)[2].split(" (see `")[0]
+    unknown = home.run("nosuch\x1b[31m", json_output=False)
+    assert unknown.stderr.splitlines() == [
+        "error: usage_error: No such command 'nosuch\\x1b[31m'. (see `memories --help`)"
+    ]
+    group = home.run("rag", json_output=False)  # a group alone: its help (what it holds), then the error line
+    assert group.code == 2 and "Commands:" in group.stderr
+    assert group.stderr.splitlines()[-1] == "error: usage_error: Missing command."
+
+
+def test_every_group_takes_the_common_options(home: HomeDir) -> None:
+    """``memories rag --json status ...`` works like ``memories rag status ... --json`` (it was "No such option")."""
+    for group, command in (("rag", "status"), ("vault", "list"), ("memory", "list"), ("daemon", "status")):
+        args = [group, "--json", "--home", str(home.path), command] + (["notes"] if group in ("rag", "memory") else [])
+        run = home.run(*args, json_output=False)
+        assert run.code == 1 and run.error_code == "daemon_not_running", run.stdout + run.stderr
+
+
+def test_counts_are_singular_for_one(vault: HomeDir) -> None:
+    vault.ok("memory", "add", "notes", "--title", "only", "--body", "one record")
+    shown = vault.run("vault", "show", "notes", json_output=False)
+    assert shown.stdout.splitlines()[-1].endswith(", 1 record"), shown.stdout
+    vault.ok("rag", "search", "notes", "record")  # builds the cache: one chunk
+    status = vault.run("rag", "status", "notes", json_output=False)
+    assert "1 chunk," in status.stdout and "1 chunks" not in status.stdout, status.stdout
+    deleted = vault.run("vault", "delete", "notes", "--yes", json_output=False)
+    assert deleted.code == 0 and "with 1 record; 0 grants revoked" in deleted.stdout, deleted.stdout
+
+
+def test_memory_update_with_nothing_to_change_is_refused(vault: HomeDir) -> None:
+    ref = vault.ok("memory", "add", "notes", "--title", "t", "--body", "b")
+    error = vault.fails("invalid_argument", "memory", "update", "notes", ref["id"])
+    assert error["message"].startswith("nothing to change")
+    assert vault.ok("memory", "read", "notes", ref["id"])["revision"] == 1  # no identical revision added
+    assert vault.ok("memory", "update", "notes", ref["id"], "--title", "t2")["revision"] == 2
+
+
+def test_inject_shows_config_paths_escaped(vault: HomeDir, tmp_path: Path) -> None:
+    fake = tmp_path / "fake\x1b[31m\nhome"
+    (fake / ".cursor").mkdir(parents=True)
+    vault.env.update(HOME=str(fake))
+    run = vault.run("inject", "cursor", "--vault", "notes", "--scope", "search", json_output=False)
+    assert run.code == 0, run.stderr
+    assert "\x1b" not in run.stdout and "fake\\x1b[31m\\x0ahome/.cursor/mcp.json" in run.stdout, run.stdout

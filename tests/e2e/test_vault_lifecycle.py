@@ -47,7 +47,7 @@ def test_delete_needs_yes_without_a_terminal_and_removes_everything(vault: HomeD
 
 def test_delete_asks_on_a_terminal(vault: HomeDir) -> None:
     _add(vault, "notes", "asked", "body")
-    refused = run_on_terminal(vault, ["vault", "delete", "notes"], [("and its 1 records?", "n")])
+    refused = run_on_terminal(vault, ["vault", "delete", "notes"], [("and its 1 record?", "n")])
     assert refused.code == 1 and "error: cancelled: " in refused.stdout
     assert vault.ok("vault", "show", "notes")["records"] == 1
     confirmed = run_on_terminal(vault, ["vault", "delete", "notes"], [("This cannot be undone", "y")])
