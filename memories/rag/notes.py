@@ -90,14 +90,19 @@ def front_matter_end(text: str) -> int:
 
 
 def _front_matter(text: str) -> dict:
-    """The front matter as a mapping; ``{}`` when absent, malformed (nested too deep for the parser's recursion
-    included) or not a mapping."""
+    """The front matter as a mapping; ``{}`` when absent, malformed or not a mapping.
+
+    Malformed is any failure of the parser, not only :class:`yaml.YAMLError`: PyYAML's constructors let Python's
+    own errors through (an impossible date such as ``date: 2001-02-30`` is a ``ValueError``, ``!!timestamp x`` an
+    ``AttributeError``, ``!!int "_"`` an ``IndexError``), and nesting too deep for its recursion is a
+    ``RecursionError``. One typo in a note's header must not fail an ingest.
+    """
     match = _FRONT_MATTER.match(text)
     if not match:
         return {}
     try:
         data = yaml.safe_load(match.group(1))
-    except (yaml.YAMLError, RecursionError):
+    except Exception:
         return {}
     return data if isinstance(data, dict) else {}
 

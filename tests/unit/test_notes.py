@@ -76,3 +76,13 @@ def test_front_matter_tags_are_scalars_and_nested_aliases_are_never_expanded() -
 def test_front_matter_nested_too_deep_is_malformed_not_a_failure() -> None:
     deep = "---\ntitle: T\ntags: " + "[" * 50_000 + "]" * 50_000 + "\n---\n# Heading\nbody\n"
     assert front_matter_tags(deep) == [] and note_title(deep) == "Heading"
+
+
+@pytest.mark.parametrize(
+    "header", ["date: 2001-02-30", "date: 2024-13-01", "when: 2001-02-03 25:00:00", "n: !!int 12x", "t: !!timestamp x"]
+)
+def test_front_matter_the_yaml_constructors_reject_is_malformed_not_a_failure(header: str) -> None:
+    """PyYAML raises ValueError, AttributeError or IndexError (not YAMLError) for these; the note still has its
+    heading as title and no tags."""
+    note = f"---\n{header}\ntags: [a, b]\n---\n# Heading\nbody\n"
+    assert front_matter_tags(note) == [] and note_title(note) == "Heading"
