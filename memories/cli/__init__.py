@@ -82,7 +82,8 @@ def _usage_error(exc: click.ClickException) -> None:
     from memories.cli.output import printable_name
 
     missing = isinstance(exc, click.exceptions.NoArgsIsHelpError)  # its message is the group's whole help
-    message = "Missing command." if missing else exc.format_message()
+    # Click lays some messages out on lines of their own ("Choose from:\n\ton,\n\toff"): one line here.
+    message = "Missing command." if missing else exc.format_message().replace("\n\t", " ")
     if "--json" in sys.argv[1:]:
         error = {"error": {"code": "usage_error", "message": message}}
         click.echo(msgspec.json.encode(error).decode())

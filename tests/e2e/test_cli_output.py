@@ -105,6 +105,11 @@ def test_usage_errors_are_one_line(home: HomeDir) -> None:
     assert unknown.stderr.splitlines() == [
         "error: usage_error: No such command 'nosuch\\x1b[31m'. (see `memories --help`)"
     ]
+    choice = home.run("vault", "policy", "notes")  # click writes the choices on lines of their own
+    assert choice.stderr.splitlines()[0].startswith(
+        "error: usage_error: Missing option '--device-only'. Choose from: on, off"
+    )
+    assert json.loads(choice.stdout)["error"]["message"] == "Missing option '--device-only'. Choose from: on, off"
     group = home.run("rag", json_output=False)  # a group alone: its help (what it holds), then the error line
     assert group.code == 2 and "Commands:" in group.stderr
     assert group.stderr.splitlines()[-1] == "error: usage_error: Missing command."
