@@ -183,7 +183,7 @@ def ask(
             reason = "no chunk is evidence" if document["reason"] == "retrieval" else "the model cited nothing"
             click.echo(f"insufficient evidence ({reason}; {document['mode']})")
             return
-        click.echo(printable(document["answer"]))
+        click.echo(printable(document["answer"], keep_lines=True))  # an answer may have paragraphs
         click.echo("")
         for citation in document["citations"]:
             span = f"{citation['byte_start']}-{citation['byte_end']}"

@@ -174,6 +174,21 @@ def test_ask_answers_with_checked_citations(home: HomeDir, model_server: ModelSe
     assert "pasta" not in json.dumps(call.body)
 
 
+def test_ask_shows_an_answers_paragraphs_and_escapes_its_terminal_controls(
+    home: HomeDir, model_server: ModelServer
+) -> None:
+    model_server.answer = lambda body: json.dumps(
+        {"answer": "First [S1].\n\nSecond\x1b]0;owned\x07 paragraph.", "citations": ["S1"]}
+    )
+    _start(home, _generation(model_server))
+    _add(home, "Backups", "Nightly backups run restic to the NAS.")
+
+    human = home.run("rag", "ask", "notes", "restic backups", "--mode", "bm25", json_output=False)
+
+    assert human.code == 0, human.stderr
+    assert human.stdout.startswith("First [S1].\n\nSecond\\x1b]0;owned\\x07 paragraph.\n"), human.stdout
+
+
 def test_ask_without_evidence_calls_nothing(home: HomeDir, model_server: ModelServer) -> None:
     _start(home, _generation(model_server))
     empty = home.ok("rag", "ask", "notes", "anything at all", "--mode", "bm25")
