@@ -17,7 +17,7 @@ from tokenizers import Tokenizer, processors
 
 from memories.errors import MemoriesError
 from memories.models.embedding import DIMENSION, document_input, query_input
-from memories.models.local_onnx import BOS_ID, EOS_ID, UNK_ID, LocalOnnxEmbedder
+from memories.models.local_onnx import BOS_ID, EOS_ID, UNK_ID, LocalOnnxEmbedder, release_free_heap
 from memories.models.telemetry import disable_telemetry_environment
 from tests.fixtures.tiny_model import REPO, TinyModel, model_variant
 
@@ -396,3 +396,11 @@ def test_telemetry_leaves_no_device_id_or_event_store(tiny_model: TinyModel, tmp
     subprocess.run([sys.executable, "-c", script, str(tiny_model.model_dir)], check=True, env=environment, cwd=tmp_path)
     assert list(cache.rglob("*")) == []
     assert not (tmp_path / ".cache").exists()
+
+
+def test_every_graph_run_lets_the_arena_shrink(embedder: LocalOnnxEmbedder) -> None:
+    """The run options the embedder passes to every run give back what the CPU arena grew by (memory, issue 11);
+    the heap trim after it is a no-op or glibc's ``malloc_trim``, and embedding still works after either."""
+    assert embedder._run_options.get_run_config_entry("memory.enable_memory_arena_shrinkage") == "cpu:0"
+    release_free_heap()
+    assert embedder.embed([document_input(None, NOTE)]).shape == (1, DIMENSION)
