@@ -6,7 +6,7 @@
   skill in ``~/.agents/skills/memories``.
 - ``cursor``: ``~/.cursor/mcp.json`` (``mcpServers``), skill in ``~/.cursor/skills/memories``.
 - ``vscode``: ``$XDG_CONFIG_HOME/Code/User/mcp.json`` (``servers`` with ``"type": "stdio"``, JSONC;
-  ``XDG_CONFIG_HOME`` defaults to ``~/.config``), skill in ``~/.copilot/skills/memories``.
+  ``XDG_CONFIG_HOME`` defaults to ``~/.config``, also when it is relative), skill in ``~/.copilot/skills/memories``.
 
 Claude Code's user config is written directly rather than through ``claude mcp add-json``, which would put the
 grant token on a command line (visible to every process of the user) and cannot merge. Claude Desktop has no
@@ -63,7 +63,10 @@ def targets(environ: dict[str, str] | None = None) -> dict[str, ClientTarget]:
         else os.path.join(home, ".claude.json")
     )
     codex_home = env.get("CODEX_HOME") or os.path.join(home, ".codex")
-    xdg_config = env.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    # The XDG base directory spec: a relative path in the variable is invalid and ignored (VS Code does the same).
+    xdg_config = env.get("XDG_CONFIG_HOME", "")
+    if not os.path.isabs(xdg_config):
+        xdg_config = os.path.join(home, ".config")
     vscode_user = os.path.join(xdg_config, "Code", "User")
     found = [
         ClientTarget(

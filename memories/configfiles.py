@@ -24,6 +24,7 @@ import json
 import os
 import stat
 import tempfile
+from collections.abc import Iterator
 from typing import Any
 
 from memories.errors import MemoriesError
@@ -123,18 +124,17 @@ def json_entry(text: str | None, path: str, container: str, name: str, *, strict
     """
     if text is None or not text.strip():
         return None
-    root = _json_root(text, path, strict=strict)
-    servers = _member(root, container)
-    if servers is None:
-        return None
-    _require_object(servers, path, container)
-    value = _member(servers, name)
-    if value is None:
-        return None
     from json5.dumper import ModelDumper, dumps
     from json5.loader import loads
 
-    return loads(dumps(value, dumper=ModelDumper()))
+    with _nesting_guard(path):
+        root = _json_root(text, path, strict=strict)
+        servers = _member(root, container)
+        if servers is None:
+            return None
+        _require_object(servers, path, container)
+        value = _member(servers, name)
+        return None if value is None else loads(dumps(value, dumper=ModelDumper()))
 
 
 def merge_json(text: str | None, path: str, container: str, name: str, entry: dict[str, Any], *, strict: bool) -> str:
@@ -150,16 +150,27 @@ def merge_json(text: str | None, path: str, container: str, name: str, entry: di
         return json.dumps({container: {name: entry}}, indent=2, ensure_ascii=False) + "\n"
     from json5.dumper import ModelDumper, dumps
 
-    model = _json_model(text, path, strict=strict)
-    root = model.value
-    _require_object(root, path, "the top level")
-    servers = _member(root, container)
-    if servers is None:
-        _set_member(root, container, {name: entry}, depth=0)
-    else:
-        _require_object(servers, path, container)
-        _set_member(servers, name, entry, depth=1)
-    return dumps(model, dumper=ModelDumper())
+    with _nesting_guard(path):
+        model = _json_model(text, path, strict=strict)
+        root = model.value
+        _require_object(root, path, "the top level")
+        servers = _member(root, container)
+        if servers is None:
+            _set_member(root, container, {name: entry}, depth=0)
+        else:
+            _require_object(servers, path, container)
+            _set_member(servers, name, entry, depth=1)
+        return dumps(model, dumper=ModelDumper())
+
+
+@contextlib.contextmanager
+def _nesting_guard(path: str) -> Iterator[None]:
+    """Parsing, walking and writing a JSON(C) model recurse once per level: a file nested deeper than Python's
+    recursion limit (valid JSON or not) is one we cannot edit, so it is refused and left untouched."""
+    try:
+        yield
+    except RecursionError:
+        raise _unparsable(path, 1, "nested too deeply for the JSON parser") from None
 
 
 def _json_model(text: str, path: str, *, strict: bool) -> Any:
@@ -175,7 +186,7 @@ def _json_model(text: str, path: str, *, strict: bool) -> Any:
         return loads(text, loader=ModelLoader())
     except JSON5DecodeError as exc:
         raise _unparsable(path, getattr(exc, "lineno", 0) or 1, "not valid JSON with comments") from None
-    except (ValueError, RecursionError) as exc:  # the parser reports some malformed input this way
+    except ValueError as exc:  # the parser reports some malformed input this way
         raise _unparsable(path, 1, f"not valid JSON with comments ({type(exc).__name__})") from None
 
 

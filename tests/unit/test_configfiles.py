@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from memories.clients import targets
 from memories.configfiles import json_entry, merge_json, merge_toml, read_config, toml_entry, write_config
 from memories.errors import MemoriesError
 
@@ -89,3 +90,20 @@ def test_a_config_that_is_not_a_regular_file_is_refused_without_blocking(tmp_pat
         read_config(str(path))
     assert caught.value.code == "client_config_invalid"
     assert "not a regular file" in str(caught.value)
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_a_config_nested_deeper_than_the_parser_goes_is_invalid_not_a_crash(strict: bool) -> None:
+    deep = '{"a":' * 5_000 + "1" + "}" * 5_000  # Python's recursion limit is 1,000
+    with pytest.raises(MemoriesError) as caught:
+        merge_json(deep, "/x/.claude.json", "mcpServers", "memories", ENTRY, strict=strict)
+    assert caught.value.code == "client_config_invalid" and "/x/.claude.json" in caught.value.message
+
+
+def test_a_relative_xdg_config_home_is_ignored() -> None:
+    """The XDG base directory spec: a relative path is invalid; inject must not create ``rel/Code/User`` in
+    whatever folder it runs from."""
+    for value in ("rel", "", "./x"):
+        vscode = targets({"HOME": "/home/u", "XDG_CONFIG_HOME": value})["vscode"]
+        assert vscode.config_path == "/home/u/.config/Code/User/mcp.json"
+    assert targets({"HOME": "/home/u", "XDG_CONFIG_HOME": "/x"})["vscode"].config_path == "/x/Code/User/mcp.json"
