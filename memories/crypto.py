@@ -4,8 +4,13 @@
 
     passphrase ──Argon2id(salt, memory, iterations, lanes)──▶ key-encryption key (32 bytes)
     key-encryption key ──AES-256-GCM wrap──▶ master key (random, 32 bytes)
-    master key ──AES-256-GCM wrap, AAD = (vault id, device-only policy)──▶ vault data key (random, 32 bytes)
-    vault data key ──AES-256-GCM, AAD = (vault id, record id, revision, field)──▶ record field ciphertext
+    master key ──AES-256-GCM wrap, AAD = (vault id, device-only policy, name)──▶ vault data key (random, 32 bytes)
+    vault data key ──AES-256-GCM, AAD = (vault id, record id, revision, parents, deletion, time, field)──▶ field
+    vault data key ──AES-256-GCM, AAD = (vault id)──▶ the vault's head set
+
+A revision's id is the SHA-256 of its sealed form (:func:`revision_id`): the clear fields bound by the
+associated data and both field ciphertexts, so the id names exactly one sealed revision and its place in the
+revision graph.
 
 Every sealed blob is ``nonce (12 bytes) || ciphertext || tag (16 bytes)`` with a fresh random nonce. The
 associated data binds a ciphertext to where it is stored, so moving it to another record, revision, vault or
@@ -15,6 +20,7 @@ AES-GCM with 96-bit random nonces is NIST SP 800-38D (safe far beyond any person
 
 from __future__ import annotations
 
+import hashlib
 import os
 
 import msgspec
@@ -120,21 +126,66 @@ def master_key_aad() -> bytes:
     return FORMAT + b"|master-key"
 
 
-def vault_key_aad(vault_id: str, device_only: bool) -> bytes:
-    """Associated data of a wrapped vault key: the vault id and its device-only policy (R-41), so a policy flipped
-    in the database makes the key fail to unwrap (``integrity_error``) instead of letting data leave the device."""
+def vault_key_aad(vault_id: str, device_only: bool, name: str) -> bytes:
+    """Associated data of a wrapped vault key: the vault id, its device-only policy (R-41) and its name, so a policy
+    flipped or a name changed in the database makes the key fail to unwrap (``integrity_error``) instead of letting
+    data leave the device or reach the wrong vault."""
+    return msgspec.msgpack.encode([FORMAT, "vault-key", vault_id, device_only, name])
+
+
+def policy_vault_key_aad(vault_id: str, device_only: bool) -> bytes:
+    """The associated data of vault keys of store format 1 with a sealed policy but no name (release 0.2); such a
+    key is wrapped again with :func:`vault_key_aad` when the store is upgraded."""
     return msgspec.msgpack.encode([FORMAT, "vault-key", vault_id, device_only])
 
 
 def legacy_vault_key_aad(vault_id: str) -> bytes:
-    """The associated data of vault keys wrapped before the policy was sealed (the vault id only); such a key is
-    wrapped again with :func:`vault_key_aad` at the first unlock."""
+    """The associated data of vault keys wrapped before the policy was sealed (the vault id only, release 0.1);
+    such a key is wrapped again with :func:`vault_key_aad` when the store is upgraded."""
     return FORMAT + b"|vault-key|" + vault_id.encode()
 
 
-def record_aad(vault_id: str, record_id: str, revision: int, field: str) -> bytes:
-    """Associated data of one field (``header`` or ``body``) of one revision of one record."""
+def legacy_record_aad(vault_id: str, record_id: str, revision: int, field: str) -> bytes:
+    """Associated data of a field of store format 1 (revision number only); read once, by the upgrade."""
     return msgspec.msgpack.encode([FORMAT, "record", vault_id, record_id, revision, field])
+
+
+class RevisionPlace(msgspec.Struct, frozen=True, array_like=True):
+    """The clear part of a sealed revision, bound into both fields' associated data and into its id.
+
+    ``revision`` is the depth in the record's graph (1 for a record's first revision, else 1 + the largest
+    parent's); ``parents`` are parent revision ids (64 hex digits each, sorted); ``created`` is a Unix time in
+    seconds (shown to people, never used to order revisions); ``deleted`` marks a deletion."""
+
+    vault_id: str
+    record_id: str
+    revision: int
+    parents: tuple[str, ...]
+    deleted: bool
+    created: float
+
+
+def record_aad(place: RevisionPlace, field: str) -> bytes:
+    """Associated data of one field (``header`` or ``body``) of one revision."""
+    return msgspec.msgpack.encode([FORMAT, "revision-field", place, field])
+
+
+def sealed_revision(place: RevisionPlace, header: bytes, body: bytes) -> bytes:
+    """The canonical bytes of a sealed revision (MessagePack): what its id is the hash of."""
+    return msgspec.msgpack.encode([FORMAT, "revision", place, header, body])
+
+
+def revision_id(place: RevisionPlace, header: bytes, body: bytes) -> str:
+    """The revision's id: SHA-256 (hex, 64 digits) of :func:`sealed_revision`. It binds vault id, record id,
+    depth, parents, deletion flag, time and both ciphertexts, so a row replaced by another revision's, or moved to
+    another place in the graph, no longer has the id the head set or its children name."""
+    return hashlib.sha256(sealed_revision(place, header, body)).hexdigest()
+
+
+def heads_aad(vault_id: str) -> bytes:
+    """Associated data of a vault's sealed head set (bound to the vault id, so one vault's set cannot replace
+    another's)."""
+    return msgspec.msgpack.encode([FORMAT, "heads", vault_id])
 
 
 def grant_terms_aad(grant_id: str, token_hash: bytes) -> bytes:

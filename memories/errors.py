@@ -44,6 +44,8 @@ CODES: dict[str, str] = {
     "ambiguous_vault": "The name matches more than one vault; use its id.",
     "invalid_vault_name": "Vault names are 1-64 characters without control characters or spaces at the ends.",
     "record_not_found": "No record (or revision) has that id in this vault.",
+    "ambiguous_revision": "Several revisions of the record have that number (made on different devices); use one of "
+    "the revision ids listed.",
     "integrity_error": "Stored ciphertext failed authentication; it was changed, moved or corrupted.",
     "body_too_large": "The body exceeds the largest accepted size.",
     "invalid_utf8": "The body is not valid UTF-8 text.",

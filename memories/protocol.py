@@ -129,11 +129,12 @@ class MemoryAdd(_Message):
 
 
 class MemoryRead(_Message):
-    """``memory read``: one revision of a record; ``revision`` ``None`` reads the latest."""
+    """``memory read``: one revision of a record; ``revision`` ``None`` reads the latest, an int the one of that
+    depth, a string the one whose revision id starts with it (8 to 64 hex digits)."""
 
     vault: str
     id: str
-    revision: int | None = None
+    revision: int | str | None = None
 
 
 class MemoryList(_Message):
@@ -447,10 +448,12 @@ class RecordRef(_Message):
 
 
 class RecordView(_Message):
-    """``memory read``: ``created``/``updated`` are Unix times in seconds."""
+    """``memory read``: ``created``/``updated`` are Unix times in seconds; ``revision_id`` is the revision's id
+    (SHA-256 hex of the sealed revision)."""
 
     id: str
     revision: int
+    revision_id: str
     kind: RecordKind
     sensitivity: Sensitivity
     title: str

@@ -1,11 +1,12 @@
 """The encrypted store: one SQLite database per home, holding only ciphertext for record content.
 
-In the clear: vault ids, names and policy (the policy authenticated by the associated data of the vault's wrapped
-key); record ids, revision numbers and timestamps; the sizes implied by the ciphertext; grant ids, the SHA-256 of
-each grant token, and listing copies of each grant's vault, client, scope and expiry (only the sealed copy
-authorizes). Sealed (see :mod:`memories.crypto`): the master key, each vault's
-data key, every record field (``header`` = kind, sensitivity, title, metadata; ``body``) and each grant's terms
-(vault, scope, expiry). This module moves bytes in and out and knows no keys.
+In the clear: vault ids, names and policy (both authenticated by the associated data of the vault's wrapped key);
+record ids, revision ids, depths, parents and timestamps (authenticated by each revision's fields and its id); the
+sizes implied by the ciphertext; grant ids, the SHA-256 of each grant token, and listing copies of each grant's
+vault, client, scope and expiry (only the sealed copy authorizes). Sealed (see :mod:`memories.crypto`): the master
+key, each vault's data key, every record field (``header`` = kind, sensitivity, title, metadata; ``body``), each
+vault's head set (its records' head revision ids and a counter) and each grant's terms (vault, scope, expiry). This
+module moves bytes in and out and knows no keys.
 
 Durability: WAL with ``synchronous=FULL``, so a reply sent after a commit survives a crash of the daemon or of the
 machine. ``secure_delete`` zeroes freed pages, so deleted ciphertext does not linger in the file.
@@ -15,9 +16,17 @@ All methods are blocking; the daemon calls them from one worker thread at a time
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
+
+FORMAT = 2
+"""The store format, kept in SQLite's ``user_version``. Format 1 (releases 0.1 and 0.2, ``user_version`` 0) had a
+``records`` table and revisions numbered 1, 2, 3 with no ids and no head set; :meth:`Store.upgrade` turns it into
+format 2 once, at the first unlock (:meth:`memories.daemon.vaults.Vaults.unlock`)."""
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS settings (
@@ -30,24 +39,6 @@ CREATE TABLE IF NOT EXISTS vaults (
     device_only INTEGER NOT NULL,
     created     REAL NOT NULL,
     wrapped_key BLOB NOT NULL
-);
-CREATE TABLE IF NOT EXISTS records (
-    vault_id TEXT NOT NULL REFERENCES vaults(id),
-    id       TEXT NOT NULL,
-    latest   INTEGER NOT NULL,
-    created  REAL NOT NULL,
-    updated  REAL NOT NULL,
-    PRIMARY KEY (vault_id, id)
-);
-CREATE TABLE IF NOT EXISTS revisions (
-    vault_id  TEXT NOT NULL,
-    record_id TEXT NOT NULL,
-    revision  INTEGER NOT NULL,
-    created   REAL NOT NULL,
-    header    BLOB NOT NULL,
-    body      BLOB NOT NULL,
-    PRIMARY KEY (vault_id, record_id, revision),
-    FOREIGN KEY (vault_id, record_id) REFERENCES records (vault_id, id) ON DELETE CASCADE
 );
 CREATE TABLE IF NOT EXISTS grants (
     id         TEXT PRIMARY KEY,
@@ -62,6 +53,32 @@ CREATE TABLE IF NOT EXISTS grants (
 );
 """
 
+REVISIONS_SCHEMA = (
+    """
+    CREATE TABLE IF NOT EXISTS heads (
+        vault_id TEXT PRIMARY KEY REFERENCES vaults(id),
+        sealed   BLOB NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS revisions (
+        vault_id  TEXT NOT NULL REFERENCES vaults(id),
+        record_id TEXT NOT NULL,
+        id        TEXT NOT NULL,
+        revision  INTEGER NOT NULL,
+        parents   TEXT NOT NULL,
+        deleted   INTEGER NOT NULL,
+        created   REAL NOT NULL,
+        header    BLOB NOT NULL,
+        body      BLOB NOT NULL,
+        PRIMARY KEY (vault_id, id)
+    )
+    """,
+    "CREATE INDEX IF NOT EXISTS revisions_of_record ON revisions (vault_id, record_id, revision)",
+)
+"""Format 2: every revision under its id (``parents``: the parent ids separated by spaces, sorted), and one sealed
+head set per vault (each record's head revisions and a counter; :class:`memories.daemon.vaults.HeadSet`)."""
+
 
 class VaultRow(NamedTuple):
     id: str
@@ -71,21 +88,29 @@ class VaultRow(NamedTuple):
     wrapped_key: bytes
 
 
-class HeaderRow(NamedTuple):
-    """The latest revision of one record, header ciphertext only (listing never touches bodies)."""
-
-    id: str
-    revision: int
-    created: float
-    updated: float
-    header: bytes
-
-
 class RevisionRow(NamedTuple):
+    """One stored revision: ``id`` is its revision id (SHA-256 hex of the sealed revision), ``revision`` its depth,
+    ``parents`` its parent ids, ``created`` a Unix time in seconds, ``deleted`` whether it is a deletion. Nothing
+    here is trusted until the id is recomputed from the rest and found in the vault's sealed head set (or as a
+    parent of a head)."""
+
+    record_id: str
     id: str
     revision: int
+    parents: tuple[str, ...]
     created: float
-    updated: float
+    header: bytes
+    body: bytes
+    deleted: bool = False
+
+
+class LegacyRevisionRow(NamedTuple):
+    """A revision of store format 1, read once by the upgrade."""
+
+    vault_id: str
+    record_id: str
+    revision: int
+    created: float
     header: bytes
     body: bytes
 
@@ -107,6 +132,12 @@ class GrantRow(NamedTuple):
 
 
 _GRANT_COLUMNS = "id, token_hash, vault_id, client, scope, created, expires, revoked, terms"
+_REVISION_COLUMNS = "record_id, id, revision, parents, created, header, body, deleted"
+
+
+def _revision_row(row: tuple) -> RevisionRow:  # type: ignore[type-arg]
+    record_id, revision_id, revision, parents, created, header, body, deleted = row
+    return RevisionRow(record_id, revision_id, revision, tuple(parents.split()), created, header, body, bool(deleted))
 
 
 class Store:
@@ -114,6 +145,7 @@ class Store:
 
     def __init__(self, path: Path) -> None:
         path.touch(mode=0o600, exist_ok=True)
+        self._path = path
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         for pragma in (
             "journal_mode = WAL",
@@ -124,7 +156,24 @@ class Store:
             "busy_timeout = 5000",
         ):
             self._db.execute(f"PRAGMA {pragma}")
-        self._db.executescript(SCHEMA)
+        with self._transaction():
+            legacy = self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'records'").fetchone() is not None
+            for statement in SCHEMA.split(";"):
+                self._db.execute(statement)
+            if legacy and self._db.execute("SELECT 1 FROM vaults").fetchone() is None:
+                # A format-1 store without vaults holds no revision: its tables are replaced now.
+                self._db.execute("DROP TABLE revisions")
+                self._db.execute("DROP TABLE records")
+                legacy = False
+            if not legacy:
+                for statement in REVISIONS_SCHEMA:
+                    self._db.execute(statement)
+                self._db.execute(f"PRAGMA user_version = {FORMAT}")
+
+    @property
+    def format(self) -> int:
+        """1 until :meth:`upgrade` ran on a store of an earlier release, else :data:`FORMAT`."""
+        return self._db.execute("PRAGMA user_version").fetchone()[0] or 1
 
     def close(self) -> None:
         """Close the connection (daemon shutdown)."""
@@ -148,13 +197,15 @@ class Store:
 
     # -- vaults --------------------------------------------------------------------------------------------
 
-    def insert_vault(self, row: VaultRow) -> None:
-        """Raises ``sqlite3.IntegrityError`` when the name is taken."""
+    def insert_vault(self, row: VaultRow, heads: bytes) -> None:
+        """Store a new vault with its sealed (empty) head set. Raises ``sqlite3.IntegrityError`` when the name is
+        taken."""
         with self._transaction():
             self._db.execute(
                 "INSERT INTO vaults (id, name, device_only, created, wrapped_key) VALUES (?, ?, ?, ?, ?)",
                 (row.id, row.name, int(row.device_only), row.created, row.wrapped_key),
             )
+            self._db.execute("INSERT INTO heads (vault_id, sealed) VALUES (?, ?)", (row.id, heads))
 
     def vaults(self) -> list[VaultRow]:
         """Every vault, oldest first."""
@@ -163,140 +214,139 @@ class Store:
         ).fetchall()
         return [VaultRow(r[0], r[1], bool(r[2]), r[3], r[4]) for r in rows]
 
-    def rename_vault(self, vault_id: str, name: str) -> None:
-        """Raises ``sqlite3.IntegrityError`` when the name is taken."""
+    def update_vault(self, row: VaultRow) -> None:
+        """Change a vault's name or device-only policy together with its key wrapped for them (one transaction).
+        Raises ``sqlite3.IntegrityError`` when the name is taken."""
         with self._transaction():
-            self._db.execute("UPDATE vaults SET name = ? WHERE id = ?", (name, vault_id))
+            self._db.execute(
+                "UPDATE vaults SET name = ?, device_only = ?, wrapped_key = ? WHERE id = ?",
+                (row.name, int(row.device_only), row.wrapped_key, row.id),
+            )
 
     def delete_vault(self, vault_id: str) -> None:
-        """Remove a vault, its wrapped key and every record and revision, in one transaction."""
+        """Remove a vault, its wrapped key, head set and every revision, in one transaction."""
         with self._transaction():
             self._db.execute("DELETE FROM revisions WHERE vault_id = ?", (vault_id,))
-            self._db.execute("DELETE FROM records WHERE vault_id = ?", (vault_id,))
+            self._db.execute("DELETE FROM heads WHERE vault_id = ?", (vault_id,))
             self._db.execute("DELETE FROM vaults WHERE id = ?", (vault_id,))
 
-    def set_policy(self, vault_id: str, device_only: bool, wrapped_key: bytes) -> None:
-        """Change a vault's device-only policy together with its key wrapped for that policy (one transaction)."""
+    # -- revisions -----------------------------------------------------------------------------------------
+
+    def heads(self, vault_id: str) -> bytes | None:
+        """The vault's sealed head set, or ``None`` (a row dropped outside Memories)."""
+        row = self._db.execute("SELECT sealed FROM heads WHERE vault_id = ?", (vault_id,)).fetchone()
+        return row[0] if row else None
+
+    def write(self, vault_id: str, heads: bytes, add: Sequence[RevisionRow] = (), erase: Sequence[str] = ()) -> None:
+        """In one transaction: store the revisions ``add``, erase every revision of the records ``erase``, and
+        replace the vault's sealed head set by ``heads``."""
         with self._transaction():
-            self._db.execute(
-                "UPDATE vaults SET device_only = ?, wrapped_key = ? WHERE id = ?",
-                (int(device_only), wrapped_key, vault_id),
-            )
+            self._erase(vault_id, erase)
+            self._insert(vault_id, add)
+            self._db.execute("UPDATE heads SET sealed = ? WHERE vault_id = ?", (heads, vault_id))
 
-    # -- records -------------------------------------------------------------------------------------------
-
-    def record_exists(self, vault_id: str, record_id: str) -> bool:
-        """The record is live (not deleted) in the vault."""
-        row = self._db.execute("SELECT 1 FROM records WHERE vault_id = ? AND id = ?", (vault_id, record_id)).fetchone()
-        return row is not None
+    def move(
+        self, source: tuple[str, bytes], target: tuple[str, bytes], record_id: str, revisions: list[RevisionRow]
+    ) -> None:
+        """Erase a record of vault ``source[0]`` and store ``revisions`` (re-sealed by the caller) in vault
+        ``target[0]``, replacing both head sets (``source[1]``, ``target[1]``), in one transaction."""
+        with self._transaction():
+            self._erase(source[0], [record_id])
+            self._insert(target[0], revisions)
+            for vault_id, heads in (source, target):
+                self._db.execute("UPDATE heads SET sealed = ? WHERE vault_id = ?", (heads, vault_id))
 
     def count_records(self, vault_id: str) -> int:
-        """Live records of the vault, every kind."""
-        return self._db.execute("SELECT count(*) FROM records WHERE vault_id = ?", (vault_id,)).fetchone()[0]
+        """Records with at least one stored revision in the vault (trusting nothing: for ``vault delete``)."""
+        return self._db.execute(
+            "SELECT count(DISTINCT record_id) FROM revisions WHERE vault_id = ?", (vault_id,)
+        ).fetchone()[0]
 
-    def add_revision(self, vault_id: str, record_id: str, revision: int, at: float, header: bytes, body: bytes) -> None:
-        """Store revision ``revision`` (1 creates the record) and make it the latest, in one transaction."""
-        with self._transaction():
-            if revision == 1:
-                self._db.execute(
-                    "INSERT INTO records (vault_id, id, latest, created, updated) VALUES (?, ?, 1, ?, ?)",
-                    (vault_id, record_id, at, at),
-                )
-            else:
-                self._db.execute(
-                    "UPDATE records SET latest = ?, updated = ? WHERE vault_id = ? AND id = ?",
-                    (revision, at, vault_id, record_id),
-                )
-            self._db.execute(
-                "INSERT INTO revisions (vault_id, record_id, revision, created, header, body) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (vault_id, record_id, revision, at, header, body),
-            )
-
-    def latest_headers(self, vault_id: str) -> list[HeaderRow]:
-        """Every live record of the vault with its latest revision's header ciphertext, oldest first."""
-        rows = self._db.execute(
-            """
-            SELECT r.id, r.latest, r.created, r.updated, v.header
-            FROM records AS r
-            JOIN revisions AS v ON v.vault_id = r.vault_id AND v.record_id = r.id AND v.revision = r.latest
-            WHERE r.vault_id = ?
-            ORDER BY r.created, r.id
-            """,
-            (vault_id,),
-        ).fetchall()
-        return [HeaderRow(*r) for r in rows]
-
-    def revision(self, vault_id: str, record_id: str, revision: int | None) -> RevisionRow | None:
-        """One revision (the latest when ``revision`` is ``None``), or ``None`` if there is no such revision."""
-        rows = self._db.execute(
-            """
-            SELECT r.id, v.revision, r.created, v.created, v.header, v.body
-            FROM records AS r
-            JOIN revisions AS v ON v.vault_id = r.vault_id AND v.record_id = r.id
-            WHERE r.vault_id = ? AND r.id = ? AND v.revision = coalesce(?, r.latest)
-            """,
-            (vault_id, record_id, revision),
-        ).fetchall()
-        return RevisionRow(*rows[0]) if rows else None
-
-    def bodies(self, vault_id: str, record_ids: list[str]) -> dict[str, tuple[int, bytes, bytes]]:
-        """Latest ``(revision, header, body)`` ciphertext of each given live record."""
-        found: dict[str, tuple[int, bytes, bytes]] = {}
-        for start in range(0, len(record_ids), 500):
-            batch = record_ids[start : start + 500]
+    def revisions_by_id(self, vault_id: str, ids: list[str]) -> dict[str, RevisionRow]:
+        """The stored revisions with these ids (the missing ones are absent)."""
+        found: dict[str, RevisionRow] = {}
+        for start in range(0, len(ids), 500):
+            batch = ids[start : start + 500]
             marks = ",".join("?" * len(batch))
             rows = self._db.execute(
-                f"""
-                SELECT r.id, v.revision, v.header, v.body
-                FROM records AS r
-                JOIN revisions AS v
-                  ON v.vault_id = r.vault_id AND v.record_id = r.id AND v.revision = r.latest
-                WHERE r.vault_id = ? AND r.id IN ({marks})
-                """,
-                (vault_id, *batch),
+                f"SELECT {_REVISION_COLUMNS} FROM revisions WHERE vault_id = ? AND id IN ({marks})", (vault_id, *batch)
             ).fetchall()
-            for record_id, revision, header, body in rows:
-                found[record_id] = (revision, header, body)
+            found.update((row[1], _revision_row(row)) for row in rows)
         return found
 
     def revisions(self, vault_id: str, record_id: str) -> list[RevisionRow]:
-        """Every revision of a live record, oldest first (``created`` is the record's, ``updated`` the revision's
-        time), or ``[]``."""
+        """Every stored revision of a record, by depth then id, or ``[]``."""
         rows = self._db.execute(
-            """
-            SELECT r.id, v.revision, r.created, v.created, v.header, v.body
-            FROM records AS r
-            JOIN revisions AS v ON v.vault_id = r.vault_id AND v.record_id = r.id
-            WHERE r.vault_id = ? AND r.id = ?
-            ORDER BY v.revision
-            """,
+            f"SELECT {_REVISION_COLUMNS} FROM revisions WHERE vault_id = ? AND record_id = ? ORDER BY revision, id",
             (vault_id, record_id),
         ).fetchall()
-        return [RevisionRow(*row) for row in rows]
+        return [_revision_row(row) for row in rows]
 
-    def move_record(self, source_vault: str, target_vault: str, record_id: str, revisions: list[RevisionRow]) -> None:
-        """Replace a record of ``source_vault`` by the same record (id, times, revisions re-sealed by the caller)
-        in ``target_vault``, in one transaction. Raises ``sqlite3.IntegrityError`` if the target has that id."""
-        latest = revisions[-1]
-        with self._transaction():
-            self._db.execute(
-                "INSERT INTO records (vault_id, id, latest, created, updated) VALUES (?, ?, ?, ?, ?)",
-                (target_vault, record_id, latest.revision, latest.created, latest.updated),
-            )
-            self._db.executemany(
-                "INSERT INTO revisions (vault_id, record_id, revision, created, header, body) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                [(target_vault, record_id, row.revision, row.updated, row.header, row.body) for row in revisions],
-            )
-            self._db.execute("DELETE FROM revisions WHERE vault_id = ? AND record_id = ?", (source_vault, record_id))
-            self._db.execute("DELETE FROM records WHERE vault_id = ? AND id = ?", (source_vault, record_id))
+    def _insert(self, vault_id: str, rows: Sequence[RevisionRow]) -> None:
+        self._db.executemany(
+            "INSERT INTO revisions (vault_id, record_id, id, revision, parents, deleted, created, header, body) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    vault_id,
+                    r.record_id,
+                    r.id,
+                    r.revision,
+                    " ".join(r.parents),
+                    int(r.deleted),
+                    r.created,
+                    r.header,
+                    r.body,
+                )
+                for r in rows
+            ],
+        )
 
-    def delete_record(self, vault_id: str, record_id: str) -> None:
-        """Remove a record and every revision (their pages are zeroed by ``secure_delete``)."""
+    def _erase(self, vault_id: str, record_ids: Sequence[str]) -> None:
+        self._db.executemany(
+            "DELETE FROM revisions WHERE vault_id = ? AND record_id = ?", [(vault_id, rid) for rid in record_ids]
+        )
+
+    # -- upgrade -------------------------------------------------------------------------------------------
+
+    def legacy_revisions(self) -> list[LegacyRevisionRow]:
+        """Every revision of a format-1 store, by vault, record and revision number."""
+        rows = self._db.execute(
+            "SELECT vault_id, record_id, revision, created, header, body FROM revisions "
+            "ORDER BY vault_id, record_id, revision"
+        ).fetchall()
+        return [LegacyRevisionRow(*row) for row in rows]
+
+    def backup(self) -> Path:
+        """Copy the whole database, before an upgrade, to ``memories.format-N.YYYYMMDD-HHMMSS.db`` beside it (a new
+        file, mode 0600) with SQLite's online backup; returns its path."""
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+        path = self._path.with_name(f"{self._path.stem}.format-{self.format}.{stamp}.db")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.close(fd)
+        target = sqlite3.connect(path)
+        try:
+            self._db.backup(target)
+            target.execute("PRAGMA journal_mode = DELETE")  # one self-contained file, no -wal beside it
+        finally:
+            target.close()
+        return path
+
+    def upgrade(self, vaults: list[VaultRow], heads: dict[str, bytes], revisions: dict[str, list[RevisionRow]]) -> None:
+        """Turn a format-1 store into format 2 in one transaction: the vault rows ``vaults`` (keys wrapped again),
+        every vault's sealed head set and its revisions re-sealed (vault id -> rows); the old tables are dropped."""
         with self._transaction():
-            self._db.execute("DELETE FROM revisions WHERE vault_id = ? AND record_id = ?", (vault_id, record_id))
-            self._db.execute("DELETE FROM records WHERE vault_id = ? AND id = ?", (vault_id, record_id))
+            self._db.execute("ALTER TABLE revisions RENAME TO legacy_revisions")
+            for statement in REVISIONS_SCHEMA:
+                self._db.execute(statement)
+            for row in vaults:
+                self._db.execute("UPDATE vaults SET wrapped_key = ? WHERE id = ?", (row.wrapped_key, row.id))
+            self._db.executemany("INSERT INTO heads (vault_id, sealed) VALUES (?, ?)", list(heads.items()))
+            for vault_id, rows in revisions.items():
+                self._insert(vault_id, rows)
+            self._db.execute("DROP TABLE legacy_revisions")
+            self._db.execute("DROP TABLE records")
+            self._db.execute(f"PRAGMA user_version = {FORMAT}")
 
     # -- grants ------------------------------------------------------------------------------------------------
 

@@ -21,6 +21,22 @@ KINDS = list(get_args(p.RecordKind))
 SENSITIVITIES = list(get_args(p.Sensitivity))
 
 
+class RevisionRef(click.ParamType):
+    """A revision number (1 to 2**53) or a revision id: 8 to 64 hex digits (a unique prefix). Digits alone are a
+    number."""
+
+    name = "N|ID"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> int | str:
+        text = str(value).strip().lower()
+        if text.isdigit():
+            if 1 <= int(text) <= 2**53:
+                return int(text)
+        elif 8 <= len(text) <= 64 and all(c in "0123456789abcdef" for c in text):
+            return text
+        self.fail(f"{value!r} is neither a revision number nor a revision id (8 to 64 hex digits)", param, ctx)
+
+
 @click.group()
 @common_options
 def memory(json_mode: bool, home: str | None, config: str | None) -> None:
@@ -129,8 +145,12 @@ def add(
 @command(memory)
 @click.argument("vault_ref", metavar="VAULT")
 @click.argument("record_id", metavar="ID")
-@click.option("--revision", type=click.IntRange(1, 2**53), help="A revision number (default: the latest).")
-def read(session: Session, vault_ref: str, record_id: str, revision: int | None) -> None:
+@click.option(
+    "--revision",
+    type=RevisionRef(),
+    help="A revision number, or a revision id when several share it (default: the latest).",
+)
+def read(session: Session, vault_ref: str, record_id: str, revision: int | str | None) -> None:
     """Print one revision of a record."""
 
     def human(document: dict) -> None:

@@ -32,7 +32,7 @@ class Keyring:
     def __init__(self, store: Store) -> None:
         self._store = store
         self._master: bytes | None = None
-        self._vault_keys: dict[tuple[str, bool, bytes], bytes] = {}
+        self._vault_keys: dict[tuple[str, bool, str, bytes], bytes] = {}
         self._initialized = False
 
     @property
@@ -98,10 +98,10 @@ class Keyring:
             raise MemoriesError("vault_locked", "the home is locked; run `memories unlock`")
         return self._master
 
-    def wrap_vault_key(self, vault_id: str, key: bytes, device_only: bool) -> bytes:
-        """Seal a vault's data key under the master key, bound to the vault id and its device-only policy (R-41);
-        raises ``vault_locked``."""
-        return crypto.seal(self.master(), key, crypto.vault_key_aad(vault_id, device_only))
+    def wrap_vault_key(self, vault_id: str, key: bytes, device_only: bool, name: str) -> bytes:
+        """Seal a vault's data key under the master key, bound to the vault id, its device-only policy (R-41) and
+        its name; raises ``vault_locked``."""
+        return crypto.seal(self.master(), key, crypto.vault_key_aad(vault_id, device_only, name))
 
     def forget_vault(self, vault_id: str) -> None:
         """Drop one vault's data key (the vault was deleted)."""
@@ -109,32 +109,36 @@ class Keyring:
             del self._vault_keys[cached]
 
     def vault_key(self, vault: VaultRow) -> bytes:
-        """The data key of ``vault``, which proves its device-only policy as read from the store. Unwrapped once
-        per unlock and per stored (policy, wrapped key), so a policy changed in the database while unlocked is
-        caught too.
+        """The data key of ``vault``, which proves its device-only policy and name as read from the store. Unwrapped
+        once per unlock and per stored (policy, name, wrapped key), so a policy or name changed in the database
+        while unlocked is caught too.
 
         Raises:
-            MemoriesError: ``vault_locked``; ``integrity_error`` when the key or the policy was changed outside
-                Memories.
+            MemoriesError: ``vault_locked``; ``integrity_error`` when the key, the name or the policy was changed
+                outside Memories.
         """
         master = self.master()
-        cached = (vault.id, vault.device_only, vault.wrapped_key)
+        cached = (vault.id, vault.device_only, vault.name, vault.wrapped_key)
         key = self._vault_keys.get(cached)
         if key is None:
+            aad = crypto.vault_key_aad(vault.id, vault.device_only, vault.name)
             try:
-                key = crypto.open_sealed(master, vault.wrapped_key, crypto.vault_key_aad(vault.id, vault.device_only))
+                key = crypto.open_sealed(master, vault.wrapped_key, aad)
             except MemoriesError:
                 raise MemoriesError(
                     "integrity_error",
-                    f"vault {vault.name}: its key or its device-only policy was changed outside Memories",
+                    f"vault {vault.name}: its key, name or device-only policy was changed outside Memories",
                     {"vault": vault.id},
                 ) from None
             self._vault_keys[cached] = key
         return key
 
-    def legacy_vault_key(self, vault: VaultRow) -> bytes | None:
-        """The data key of a vault made before policies were sealed, or ``None`` (a sealed or damaged key)."""
-        try:
-            return crypto.open_sealed(self.master(), vault.wrapped_key, crypto.legacy_vault_key_aad(vault.id))
-        except MemoriesError:
-            return None
+    def format1_vault_key(self, vault: VaultRow) -> bytes | None:
+        """The data key of a vault of store format 1 (wrapped with its policy, or before policies were sealed), or
+        ``None`` (a damaged key); used once, by the upgrade."""
+        for aad in (crypto.policy_vault_key_aad(vault.id, vault.device_only), crypto.legacy_vault_key_aad(vault.id)):
+            try:
+                return crypto.open_sealed(self.master(), vault.wrapped_key, aad)
+            except MemoriesError:
+                continue
+        return None

@@ -317,10 +317,13 @@ class Daemon:
 
     async def _unlock(self, request: p.Unlock, conn: Connection) -> p.Result:
         if self.keyring.locked:
-            await self.db(self.keyring.unlock, request.passphrase)
-            sealed = await self.db(self.vaults.seal_policies)
-            if sealed:
-                log.info("sealed the device-only policy of %d vault(s) made by an earlier release", sealed)
+            backup = await self.db(self.vaults.unlock, request.passphrase)
+            if backup is not None:
+                log.info("upgraded the store to format 2")
+                conn.warnings.append(
+                    f"the store was upgraded to the format of this release; the previous file is kept at {backup} "
+                    "(remove it once all is well: it still holds what you delete from now on)"
+                )
         else:
             # Already unlocked: still prove the passphrase, so `unlock` never succeeds with a wrong one.
             await self.db(_verify_passphrase, self.store, request.passphrase)

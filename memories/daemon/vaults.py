@@ -9,16 +9,22 @@ A record whose latest header or body fails authentication is *damaged*: it is ke
 set (so searches leave it out and warn about it, :meth:`Vaults.damaged`), marked in listings, and every read of
 it is ``integrity_error`` naming the vault, record and revision in ``details``; deleting it works. One bad
 record never makes the rest of a vault unreadable or unsearchable.
+
+Revisions form a graph: each has an id (:func:`memories.crypto.revision_id`), its parents' ids and a depth
+(``revision``, 1, 2, 3 … for people). Each vault keeps a sealed :class:`HeadSet` (every record's head revisions and
+a counter), replaced in the same transaction as every write. A revision row dropped, replaced by another or rolled
+back no longer matches the id the head set (or a child) names: that record is damaged, and reading it is
+``integrity_error``. Restoring a whole older database file cannot be told apart locally.
 """
 
 from __future__ import annotations
 
-import functools
 import re
 import secrets
 import sqlite3
 import time
 import unicodedata
+from pathlib import Path
 
 import msgspec
 
@@ -27,7 +33,7 @@ from memories.daemon.keyring import Keyring
 from memories.errors import MemoriesError
 from memories.limits import MAX_BODY_BYTES, MAX_META_ENTRIES, MAX_META_VALUE_BYTES, MAX_TITLE_BYTES, body_too_large
 from memories.protocol import RecordKind, RecordSummary, RecordView, Sensitivity
-from memories.store import RevisionRow, Store, VaultRow
+from memories.store import FORMAT, LegacyRevisionRow, RevisionRow, Store, VaultRow
 from memories.worker_protocol import IndexRecord
 
 _META_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
@@ -55,8 +61,33 @@ class RecordHeader(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class CatalogEntry(msgspec.Struct):
+    """A record's head (the chosen one, :func:`chosen_head`, when it has several): depth, id and header."""
+
     revision: int
+    revision_id: str
     header: RecordHeader
+
+
+class Head(msgspec.Struct, frozen=True, array_like=True):
+    """One head revision of a record: its id (64 hex digits), depth and whether it is a deletion."""
+
+    id: str
+    revision: int
+    deleted: bool = False
+
+
+class HeadSet(msgspec.Struct, forbid_unknown_fields=True):
+    """A vault's sealed head set: record id -> head revisions (one, or several siblings), in creation order, and
+    ``counter``, the number of writes made to the vault (one more per write)."""
+
+    counter: int
+    records: dict[str, list[Head]]
+
+
+def chosen_head(heads: list[Head]) -> Head:
+    """The head shown and indexed when a record has several: the deepest, then the largest id (deterministic on
+    every device, never by clock)."""
+    return max(heads, key=lambda head: (head.revision, head.id))
 
 
 def is_eligible(header: RecordHeader) -> bool:
@@ -82,11 +113,32 @@ class Vaults:
         self._keys = keyring
         self._catalog: dict[str, dict[str, CatalogEntry]] = {}
         self._damaged: dict[str, dict[str, int]] = {}
+        self._heads: dict[str, HeadSet] = {}
 
     def forget(self) -> None:
-        """Drop every decrypted header, and what is known of damaged records (on lock)."""
+        """Drop every decrypted header and head set, and what is known of damaged records (on lock)."""
         self._catalog.clear()
         self._damaged.clear()
+        self._heads.clear()
+
+    def unlock(self, passphrase: str) -> Path | None:
+        """Unlock the keyring and, the first time a store of an earlier release is unlocked, upgrade it (a backup
+        first, then one transaction; :meth:`_upgrade`). Returns the backup's path after an upgrade, else ``None``.
+
+        Raises:
+            MemoriesError: what :meth:`Keyring.unlock` raises (nothing changes); after a failed upgrade the home
+                stays locked and unchanged.
+        """
+        self._keys.unlock(passphrase)
+        if self._store.format == FORMAT:
+            return None
+        try:
+            backup = self._store.backup()
+            self._upgrade()
+        except BaseException:
+            self._keys.lock()
+            raise
+        return backup
 
     # -- vaults --------------------------------------------------------------------------------------------
 
@@ -115,10 +167,12 @@ class Vaults:
         vault_id = new_id()
         while any(vault_id in (vault.id, vault.name) for vault in existing):
             vault_id = new_id()
-        wrapped = self._keys.wrap_vault_key(vault_id, crypto.new_key(), device_only)
-        row = VaultRow(vault_id, name, device_only, time.time(), wrapped)
+        key = crypto.new_key()
+        row = VaultRow(
+            vault_id, name, device_only, time.time(), self._keys.wrap_vault_key(vault_id, key, device_only, name)
+        )
         try:
-            self._store.insert_vault(row)
+            self._store.insert_vault(row, _seal_heads(key, vault_id, HeadSet(0, {})))
         except sqlite3.IntegrityError:
             raise MemoriesError("vault_name_taken", f"a vault named {name!r} already exists") from None
         return row
@@ -129,15 +183,18 @@ class Vaults:
         Raises:
             MemoriesError: ``invalid_vault_name``, ``vault_name_taken``, ``vault_locked``.
         """
-        self._keys.master()
         name = _check_name(name)
         if any(name == other.id for other in self._store.vaults() if other.id != vault.id):
             raise MemoriesError("vault_name_taken", f"{name!r} is the id of another vault; choose another name")
+        renamed = vault._replace(
+            name=name,
+            wrapped_key=self._keys.wrap_vault_key(vault.id, self._keys.vault_key(vault), vault.device_only, name),
+        )
         try:
-            self._store.rename_vault(vault.id, name)
+            self._store.update_vault(renamed)
         except sqlite3.IntegrityError:
             raise MemoriesError("vault_name_taken", f"a vault named {name!r} already exists") from None
-        return vault._replace(name=name)
+        return renamed
 
     def delete_vault(self, vault: VaultRow) -> int:
         """Delete a vault with its key and every record and revision; returns how many records it held. Raises
@@ -149,33 +206,23 @@ class Vaults:
         self._keys.forget_vault(vault.id)
         self._catalog.pop(vault.id, None)
         self._damaged.pop(vault.id, None)
+        self._heads.pop(vault.id, None)
         return count
 
     def list(self) -> list[VaultRow]:
         return self._store.vaults()
 
     def count_records(self, vault: VaultRow) -> int:
-        return self._store.count_records(vault.id)
+        """Live records of the vault (raises ``vault_locked``, ``integrity_error``)."""
+        return len(self._head_set(vault, self._keys.vault_key(vault)).records)
 
     def set_policy(self, vault: VaultRow, device_only: bool) -> VaultRow:
         """Set the device-only policy, sealed with the vault key (R-41); raises ``vault_locked``,
         ``integrity_error``."""
-        wrapped = self._keys.wrap_vault_key(vault.id, self._keys.vault_key(vault), device_only)
-        self._store.set_policy(vault.id, device_only, wrapped)
-        return vault._replace(device_only=device_only, wrapped_key=wrapped)
-
-    def seal_policies(self) -> int:
-        """At unlock: wrap the key of every vault made before policies were sealed again, bound to the policy as
-        stored now; returns how many. (That stored policy is trusted once: a change made to it before this first
-        unlock cannot be told from the user's own.)"""
-        sealed = 0
-        for vault in self._store.vaults():
-            key = self._keys.legacy_vault_key(vault)
-            if key is not None:
-                wrapped = self._keys.wrap_vault_key(vault.id, key, vault.device_only)
-                self._store.set_policy(vault.id, vault.device_only, wrapped)
-                sealed += 1
-        return sealed
+        wrapped = self._keys.wrap_vault_key(vault.id, self._keys.vault_key(vault), device_only, vault.name)
+        changed = vault._replace(device_only=device_only, wrapped_key=wrapped)
+        self._store.update_vault(changed)
+        return changed
 
     # -- records -------------------------------------------------------------------------------------------
 
@@ -193,15 +240,16 @@ class Vaults:
 
         Raises:
             MemoriesError: ``body_too_large``, ``invalid_utf8``, ``invalid_argument`` (title, metadata),
-                ``vault_locked``.
+                ``vault_locked``, ``integrity_error`` (the vault's head set).
         """
         header = RecordHeader(kind, sensitivity, _check_title(title), _check_meta(meta), origin)
         text = decode_body(body)
         key = self._keys.vault_key(vault)
+        heads = self._head_set(vault, key)
         record_id = new_id()
-        while self._store.record_exists(vault.id, record_id):
+        while record_id in heads.records:
             record_id = new_id()
-        self._write(vault, key, record_id, 1, header, text)
+        self._write(vault, key, record_id, [], header, text)
         return record_id, 1
 
     def update(
@@ -215,11 +263,15 @@ class Vaults:
         meta: dict[str, str] | None,
         origin: Origin | None = None,
     ) -> tuple[str, int]:
-        """Add a revision; fields left ``None`` keep the latest revision's value (``origin`` too: only ingest sets
-        it). Returns ``(id, revision)``."""
+        """Add a revision whose parents are every head of the record (so it also resolves a conflict); fields left
+        ``None`` keep the chosen head's value (``origin`` too: only ingest sets it). Returns ``(id, revision)``.
+
+        Raises:
+            MemoriesError: ``record_not_found``, ``integrity_error``, what :meth:`add` raises.
+        """
         key = self._keys.vault_key(vault)
-        header, old_body, row = self._read_row(vault, key, record_id, None)
-        revision = row.revision
+        heads = self._heads_of(vault, key, record_id)
+        header, old_body, _ = self._open(vault, key, self._verified(vault, key, record_id, chosen_head(heads)))
         new_header = RecordHeader(
             header.kind,
             sensitivity or header.sensitivity,
@@ -228,41 +280,58 @@ class Vaults:
             origin or header.origin,
         )
         text = decode_body(body) if body is not None else old_body
-        self._write(vault, key, record_id, revision + 1, new_header, text)
-        return record_id, revision + 1
+        return record_id, self._write(vault, key, record_id, heads, new_header, text)
 
-    def read(self, vault: VaultRow, record_id: str, revision: int | None) -> RecordView:
-        """Decrypt one revision (the latest by default).
+    def read(self, vault: VaultRow, record_id: str, revision: int | str | None) -> RecordView:
+        """Decrypt one revision: the chosen head by default, else the one of that depth or id (a unique prefix of
+        at least 8 hex digits). Every revision of the record is checked against the head set first.
 
         Raises:
-            MemoriesError: ``record_not_found``, ``integrity_error``, ``vault_locked``.
+            MemoriesError: ``record_not_found``; ``ambiguous_revision`` (siblings share the depth; ``details``
+                ``{"revisions": [ids]}``); ``integrity_error`` (a revision was changed, dropped or rolled back);
+                ``vault_locked``.
         """
-        header, body, row = self._read_row(vault, self._keys.vault_key(vault), record_id, revision)
+        key = self._keys.vault_key(vault)
+        heads = self._heads_of(vault, key, record_id)
+        chain, broken = self._chain(vault, record_id, heads)
+        if revision is None:
+            head = chosen_head(heads).id
+            row = self._verified(vault, key, record_id, chosen_head(heads)) if head in broken else chain[head]
+        else:
+            row = _pick(vault, record_id, list(chain.values()), broken, revision)
+        header, body, _ = self._open(vault, key, row)
+        roots = [r.created for r in chain.values() if r.revision == 1]
+        created = min(roots) if roots else row.created
         return RecordView(
             id=record_id,
             revision=row.revision,
+            revision_id=row.id,
             kind=header.kind,
             sensitivity=header.sensitivity,
             title=header.title,
             body=body,
             meta=header.meta,
-            created=row.created,
-            updated=row.updated,
+            created=created,
+            updated=row.created,
         )
 
     def delete(self, vault: VaultRow, record_id: str) -> None:
-        self._keys.vault_key(vault)
-        if not self._store.record_exists(vault.id, record_id):
+        """Erase every revision of the record (raises ``record_not_found``, ``vault_locked``)."""
+        key = self._keys.vault_key(vault)
+        heads = self._head_set(vault, key)
+        if record_id not in heads.records:
             raise _not_found(vault, record_id, None)
-        self._store.delete_record(vault.id, record_id)
+        records = {rid: h for rid, h in heads.records.items() if rid != record_id}
+        self._commit(vault, key, records, erase=[record_id])
         self._store.checkpoint()
         self.catalog(vault).pop(record_id, None)
         self._damaged_in(vault).pop(record_id, None)
 
     def move(self, vault: VaultRow, record_id: str, target: VaultRow) -> int:
-        """Move a record with every revision to ``target``: each revision is decrypted (authenticated) and sealed
-        again under the target vault's key and associated data, then one transaction inserts it there and removes
-        it here. The record keeps its id, revision numbers and times. Returns the latest revision.
+        """Move a record with every revision to ``target``: each revision is checked and decrypted, then sealed
+        again under the target vault's key and place (so its id changes, and its children's parents with it),
+        and one transaction inserts them there and erases them here. The record keeps its id, depths and times.
+        Returns the chosen head's depth.
 
         Raises:
             MemoriesError: ``record_not_found``, ``integrity_error`` (nothing moves), ``invalid_argument`` (the
@@ -271,32 +340,42 @@ class Vaults:
         if target.id == vault.id:
             raise MemoriesError("invalid_argument", f"record {record_id} is already in vault {vault.name!r}")
         key, target_key = self._keys.vault_key(vault), self._keys.vault_key(target)
-        rows = self._store.revisions(vault.id, record_id)
-        if not rows:
-            raise _not_found(vault, record_id, None)
-        if self._store.record_exists(target.id, record_id):
+        heads = self._heads_of(vault, key, record_id)
+        chain, broken = self._chain(vault, record_id, heads)
+        if broken:
+            self._verified(vault, key, record_id, Head(broken[0], 0))  # the failing field, or the missing row
+        target_heads = self._head_set(target, target_key)
+        if record_id in target_heads.records:
             raise MemoriesError("invalid_argument", f"vault {target.name!r} already has a record {record_id}")
-        moved, header = [], None
-        for row in rows:
-            header = _open_header(key, vault, record_id, row.revision, row.header)
-            body = _open_field(key, vault, record_id, row.revision, "body", row.body)
-            aad = functools.partial(crypto.record_aad, target.id, record_id, row.revision)
-            moved.append(
-                row._replace(
-                    header=crypto.seal(target_key, msgspec.msgpack.encode(header), aad("header")),
-                    body=crypto.seal(target_key, body, aad("body")),
-                )
-            )
-        assert header is not None
-        try:
-            self._store.move_record(vault.id, target.id, record_id, moved)
-        except sqlite3.IntegrityError:
-            raise MemoriesError("invalid_argument", f"vault {target.name!r} already has a record {record_id}") from None
+        renamed: dict[str, str] = {}
+        headers: dict[str, RecordHeader] = {}
+        moved = []
+        for row in sorted(chain.values(), key=lambda r: (r.revision, r.id)):
+            header, body, _ = self._open(vault, key, row)
+            parents = tuple(sorted(renamed[parent] for parent in row.parents))
+            place = crypto.RevisionPlace(target.id, record_id, row.revision, parents, False, row.created)
+            sealed = _seal(target_key, place, header, body.encode("utf-8"))
+            renamed[row.id] = sealed.id
+            headers[sealed.id] = header
+            moved.append(sealed)
+        new_heads = [Head(renamed[h.id], h.revision) for h in heads]
+        source_records = {rid: h for rid, h in self._head_set(vault, key).records.items() if rid != record_id}
+        target_records = {**target_heads.records, record_id: new_heads}
+        source_set = self._next(vault, source_records)
+        target_set = self._next(target, target_records)
+        self._store.move(
+            (vault.id, _seal_heads(key, vault.id, source_set)),
+            (target.id, _seal_heads(target_key, target.id, target_set)),
+            record_id,
+            moved,
+        )
+        self._heads[vault.id], self._heads[target.id] = source_set, target_set
         self._store.checkpoint()
         self.catalog(vault).pop(record_id, None)
         self._damaged_in(vault).pop(record_id, None)
-        self.catalog(target)[record_id] = CatalogEntry(rows[-1].revision, header)
-        return rows[-1].revision
+        head = chosen_head(new_heads)
+        self.catalog(target)[record_id] = CatalogEntry(head.revision, head.id, headers[head.id])
+        return head.revision
 
     def summaries(self, vault: VaultRow, kind: RecordKind | None) -> list[RecordSummary]:
         """Listing rows (never a body). Damaged records are always listed, marked ``damaged``; one whose header
@@ -313,31 +392,35 @@ class Vaults:
         return rows + [RecordSummary(rid, revision, None, None, None, True) for rid, revision in unreadable]
 
     def catalog(self, vault: VaultRow) -> dict[str, CatalogEntry]:
-        """Latest decrypted header of every live record whose header authenticates, loaded once per unlock and
-        kept current (the others are :meth:`damaged`)."""
+        """The chosen head's decrypted header of every live record whose head is intact, loaded once per unlock
+        and kept current (the others are :meth:`damaged`). Raises ``integrity_error`` when the vault's head set
+        is missing or fails authentication."""
         entries = self._catalog.get(vault.id)
         if entries is None:
             key = self._keys.vault_key(vault)
             damaged = self._damaged_in(vault)
+            chosen = {rid: chosen_head(heads) for rid, heads in self._head_set(vault, key).records.items()}
+            rows = self._store.revisions_by_id(vault.id, [head.id for head in chosen.values()])
             entries = {}
-            for row in self._store.latest_headers(vault.id):
+            for record_id, head in chosen.items():
+                row = rows.get(head.id)
                 try:
-                    header = _open_header(key, vault, row.id, row.revision, row.header)
+                    header = _open_header(key, vault, _checked(key, vault, record_id, head.id, row))
                 except MemoriesError:
-                    damaged[row.id] = row.revision
+                    damaged[record_id] = head.revision
                     continue
-                entries[row.id] = CatalogEntry(row.revision, header)
+                entries[record_id] = CatalogEntry(head.revision, head.id, header)
             self._catalog[vault.id] = entries
         return entries
 
     def damaged(self, vault: VaultRow) -> dict[str, int]:
-        """Record id -> latest revision of every record found damaged since unlock: its header failed
-        authentication when the catalog was loaded, or its header or body when it was decrypted for the index."""
+        """Record id -> head depth of every record found damaged since unlock: its head revision was missing,
+        replaced or failed authentication when the catalog was loaded, or when it was decrypted for the index."""
         self.catalog(vault)
         return dict(self._damaged_in(vault))
 
     def eligible(self, vault: VaultRow) -> dict[str, int]:
-        """Record id -> latest revision of every retrieval-eligible record that is not damaged."""
+        """Record id -> head depth of every retrieval-eligible record that is not damaged."""
         damaged = self.damaged(vault)
         return {
             rid: e.revision
@@ -346,23 +429,28 @@ class Vaults:
         }
 
     def index_records(self, vault: VaultRow, record_ids: list[str]) -> list[IndexRecord]:
-        """Decrypt the latest revision of eligible records for ``workers.index``; ineligible ids are skipped, and
-        records that fail authentication are skipped and remembered as :meth:`damaged`."""
+        """Decrypt the chosen head of eligible records for ``workers.index``; ineligible or unknown ids are skipped,
+        and records that fail the checks are skipped and remembered as :meth:`damaged`."""
         key = self._keys.vault_key(vault)
+        catalog = self.catalog(vault)
+        wanted = {rid: catalog[rid] for rid in record_ids if rid in catalog}
+        rows = self._store.revisions_by_id(vault.id, [entry.revision_id for entry in wanted.values()])
         records = []
-        for record_id, (revision, header_blob, body_blob) in self._store.bodies(vault.id, record_ids).items():
+        for record_id, entry in wanted.items():
+            row = rows.get(entry.revision_id)
             try:
-                header = _open_header(key, vault, record_id, revision, header_blob)
+                row = _checked(key, vault, record_id, entry.revision_id, row)
+                header = _open_header(key, vault, row)
                 if not is_eligible(header):
                     continue
-                body = _open_field(key, vault, record_id, revision, "body", body_blob)
+                body = _open_field(key, vault, row, "body")
             except MemoriesError:
-                self._damaged_in(vault)[record_id] = revision
+                self._damaged_in(vault)[record_id] = entry.revision
                 continue
             records.append(
                 IndexRecord(
                     id=record_id,
-                    revision=revision,
+                    revision=row.revision,
                     kind=header.kind,  # type: ignore[arg-type]  # eligible: memory or card
                     title=header.title,
                     body=body.decode("utf-8"),
@@ -373,35 +461,252 @@ class Vaults:
         return records
 
     def read_latest(self, vault: VaultRow, record_id: str) -> tuple[RecordHeader, str]:
-        """``(header, body)`` of the latest revision."""
-        header, body, _ = self._read_row(vault, self._keys.vault_key(vault), record_id, None)
+        """``(header, body)`` of the chosen head (raises ``record_not_found``, ``integrity_error``)."""
+        key = self._keys.vault_key(vault)
+        header, body, _ = self._open(
+            vault, key, self._verified(vault, key, record_id, chosen_head(self._heads_of(vault, key, record_id)))
+        )
         return header, body
 
     # -- internals -----------------------------------------------------------------------------------------
 
-    def _read_row(
-        self, vault: VaultRow, key: bytes, record_id: str, revision: int | None
-    ) -> tuple[RecordHeader, str, RevisionRow]:
-        row = self._store.revision(vault.id, record_id, revision)
-        if row is None:
-            raise _not_found(vault, record_id, revision)
-        header = _open_header(key, vault, record_id, row.revision, row.header)
-        body = _open_field(key, vault, record_id, row.revision, "body", row.body)
+    def _head_set(self, vault: VaultRow, key: bytes) -> HeadSet:
+        """The vault's head set, opened once per unlock.
+
+        Raises:
+            MemoriesError: ``integrity_error`` when it is missing or fails authentication.
+        """
+        heads = self._heads.get(vault.id)
+        if heads is None:
+            sealed = self._store.heads(vault.id)
+            try:
+                if sealed is None:
+                    raise MemoriesError("integrity_error")
+                heads = msgspec.msgpack.decode(
+                    crypto.open_sealed(key, sealed, crypto.heads_aad(vault.id)), type=HeadSet
+                )
+            except (MemoriesError, msgspec.DecodeError):
+                raise MemoriesError(
+                    "integrity_error",
+                    f"vault {vault.name}: its head set is missing or failed authentication; the database was "
+                    "changed outside Memories",
+                    {"vault": vault.name},
+                ) from None
+            self._heads[vault.id] = heads
+        return heads
+
+    def _heads_of(self, vault: VaultRow, key: bytes, record_id: str) -> list[Head]:
+        """The record's heads (raises ``record_not_found``)."""
+        heads = self._head_set(vault, key).records.get(record_id)
+        if heads is None:
+            raise _not_found(vault, record_id, None)
+        return heads
+
+    def _verified(self, vault: VaultRow, key: bytes, record_id: str, head: Head) -> RevisionRow:
+        """The stored revision ``head``, checked (:func:`_checked`)."""
+        return _checked(key, vault, record_id, head.id, self._store.revisions_by_id(vault.id, [head.id]).get(head.id))
+
+    def _chain(self, vault: VaultRow, record_id: str, heads: list[Head]) -> tuple[dict[str, RevisionRow], list[str]]:
+        """The revisions reachable from the record's heads: ``(id -> row of each one whose id matches its row,
+        [ids missing or not matching their row])``. The parents of a row that does not match are still followed,
+        since every row authenticates itself too: one tampered revision leaves its intact ancestors readable.
+
+        Raises:
+            MemoriesError: ``integrity_error`` when an intact revision of the record descends from none of the heads
+                (the head set was rolled back).
+        """
+        stored = {row.id: row for row in self._store.revisions(vault.id, record_id)}
+        chain: dict[str, RevisionRow] = {}
+        broken: list[str] = []
+        seen: set[str] = set()
+        todo = [head.id for head in heads]
+        while todo:
+            revision_id = todo.pop()
+            if revision_id in seen:
+                continue
+            seen.add(revision_id)
+            row = stored.get(revision_id)
+            if row is None:
+                broken.append(revision_id)
+                continue
+            if _is_authentic(vault, record_id, row):
+                chain[revision_id] = row
+            else:
+                broken.append(revision_id)
+            todo.extend(row.parents)
+        # A write never leaves a revision that no head descends from: such a row means the head set was rolled back.
+        beyond = [rid for rid, row in stored.items() if rid not in seen and _is_authentic(vault, record_id, row)]
+        if beyond:
+            raise _rolled_back(vault, record_id, beyond[0])
+        return chain, broken
+
+    def _open(self, vault: VaultRow, key: bytes, row: RevisionRow) -> tuple[RecordHeader, str, RevisionRow]:
+        header = _open_header(key, vault, row)
+        body = _open_field(key, vault, row, "body")
         return header, body.decode("utf-8"), row
 
     def _damaged_in(self, vault: VaultRow) -> dict[str, int]:
         return self._damaged.setdefault(vault.id, {})
 
-    def _write(
-        self, vault: VaultRow, key: bytes, record_id: str, revision: int, header: RecordHeader, body: str
+    def _next(self, vault: VaultRow, records: dict[str, list[Head]]) -> HeadSet:
+        """The vault's next head set: ``records``, one write later."""
+        return HeadSet(self._heads[vault.id].counter + 1, records)
+
+    def _commit(
+        self,
+        vault: VaultRow,
+        key: bytes,
+        records: dict[str, list[Head]],
+        add: list[RevisionRow] = [],  # noqa: B006  # never mutated
+        erase: list[str] = [],  # noqa: B006
     ) -> None:
-        sealed_header = crypto.seal(
-            key, msgspec.msgpack.encode(header), crypto.record_aad(vault.id, record_id, revision, "header")
+        """Store ``add``, erase the records ``erase`` and replace the head set by ``records``, in one transaction."""
+        heads = self._next(vault, records)
+        self._store.write(vault.id, _seal_heads(key, vault.id, heads), add, erase)
+        self._heads[vault.id] = heads
+
+    def _write(
+        self, vault: VaultRow, key: bytes, record_id: str, parents: list[Head], header: RecordHeader, body: str
+    ) -> int:
+        """Seal a revision of ``record_id`` with ``parents`` (``[]`` creates the record), make it the record's only
+        head and return its depth."""
+        place = crypto.RevisionPlace(
+            vault.id,
+            record_id,
+            1 + max((parent.revision for parent in parents), default=0),
+            tuple(sorted(parent.id for parent in parents)),
+            False,
+            time.time(),
         )
-        sealed_body = crypto.seal(key, body.encode("utf-8"), crypto.record_aad(vault.id, record_id, revision, "body"))
-        self._store.add_revision(vault.id, record_id, revision, time.time(), sealed_header, sealed_body)
-        self.catalog(vault)[record_id] = CatalogEntry(revision, header)
+        row = _seal(key, place, header, body.encode("utf-8"))
+        head = Head(row.id, row.revision)
+        self._commit(vault, key, {**self._head_set(vault, key).records, record_id: [head]}, add=[row])
+        self.catalog(vault)[record_id] = CatalogEntry(head.revision, head.id, header)
         self._damaged_in(vault).pop(record_id, None)
+        return head.revision
+
+    def _upgrade(self) -> None:
+        """Format 1 -> 2 (:meth:`Store.upgrade`): every vault key wrapped again with its name and policy as stored
+        (trusted that once: a change made to them before this unlock cannot be told from the user's own), every
+        revision sealed again in its place (parents: the revision numbered one less), a head set per vault. A
+        revision that does not authenticate keeps its ciphertext (the record stays damaged and deletable); a vault
+        whose key does not unwrap keeps its rows and gets no head set (``integrity_error``, as before)."""
+        legacy: dict[tuple[str, str], list[LegacyRevisionRow]] = {}
+        for old in self._store.legacy_revisions():
+            legacy.setdefault((old.vault_id, old.record_id), []).append(old)
+        vaults, head_sets, revisions = [], {}, {}
+        for vault in self._store.vaults():
+            key = self._keys.format1_vault_key(vault)
+            if key is not None:
+                wrapped = self._keys.wrap_vault_key(vault.id, key, vault.device_only, vault.name)
+                vaults.append(vault._replace(wrapped_key=wrapped))
+            records: dict[str, list[Head]] = {}
+            rows = []
+            chains = [chain for (vault_id, _), chain in legacy.items() if vault_id == vault.id]
+            for chain in sorted(chains, key=lambda c: (c[0].created, c[0].record_id)):
+                parents: tuple[str, ...] = ()
+                for old in chain:
+                    place = crypto.RevisionPlace(vault.id, old.record_id, old.revision, parents, False, old.created)
+                    row = _reseal(key, place, old)
+                    rows.append(row)
+                    parents = (row.id,)
+                records[chain[0].record_id] = [Head(parents[0], chain[-1].revision)]
+            revisions[vault.id] = rows
+            if key is not None:
+                head_sets[vault.id] = _seal_heads(key, vault.id, HeadSet(0, records))
+        self._store.upgrade(vaults, head_sets, revisions)
+
+
+def _seal(key: bytes, place: crypto.RevisionPlace, header: RecordHeader, body: bytes) -> RevisionRow:
+    """A new sealed revision in ``place``, with its id."""
+    sealed_header = crypto.seal(key, msgspec.msgpack.encode(header), crypto.record_aad(place, "header"))
+    sealed_body = crypto.seal(key, body, crypto.record_aad(place, "body"))
+    return _row(place, sealed_header, sealed_body)
+
+
+def _reseal(key: bytes | None, place: crypto.RevisionPlace, old: LegacyRevisionRow) -> RevisionRow:
+    """A revision of store format 1 sealed again in ``place``, or with its old ciphertext when it (or its vault's
+    key) does not authenticate."""
+    if key is None:
+        return _row(place, old.header, old.body)
+    try:
+        header, body = (
+            crypto.open_sealed(key, blob, crypto.legacy_record_aad(place.vault_id, place.record_id, old.revision, name))
+            for name, blob in (("header", old.header), ("body", old.body))
+        )
+    except MemoriesError:
+        return _row(place, old.header, old.body)
+    return _row(
+        place,
+        crypto.seal(key, header, crypto.record_aad(place, "header")),
+        crypto.seal(key, body, crypto.record_aad(place, "body")),
+    )
+
+
+def _row(place: crypto.RevisionPlace, header: bytes, body: bytes) -> RevisionRow:
+    return RevisionRow(
+        place.record_id,
+        crypto.revision_id(place, header, body),
+        place.revision,
+        place.parents,
+        place.created,
+        header,
+        body,
+        place.deleted,
+    )
+
+
+def _place(vault: VaultRow, record_id: str, row: RevisionRow) -> crypto.RevisionPlace:
+    return crypto.RevisionPlace(vault.id, record_id, row.revision, row.parents, row.deleted, row.created)
+
+
+def _checked(key: bytes, vault: VaultRow, record_id: str, revision_id: str, row: RevisionRow | None) -> RevisionRow:
+    """``row`` if it is the revision ``revision_id`` of this record.
+
+    Raises:
+        MemoriesError: ``integrity_error``: the field that fails authentication (``details.field`` ``header`` or
+            ``body``), else ``field`` ``revision`` when the row is missing or is another revision.
+    """
+    if row is None:
+        raise _rolled_back(vault, record_id, revision_id)
+    if row.id != revision_id or not _is_authentic(vault, record_id, row):
+        _open_header(key, vault, row)
+        _open_field(key, vault, row, "body")
+        raise _rolled_back(vault, record_id, revision_id)
+    return row
+
+
+def _is_authentic(vault: VaultRow, record_id: str, row: RevisionRow) -> bool:
+    """The row is the revision its id names, of this record of this vault."""
+    return crypto.revision_id(_place(vault, record_id, row), row.header, row.body) == row.id
+
+
+def _seal_heads(key: bytes, vault_id: str, heads: HeadSet) -> bytes:
+    return crypto.seal(key, msgspec.msgpack.encode(heads), crypto.heads_aad(vault_id))
+
+
+def _pick(
+    vault: VaultRow, record_id: str, chain: list[RevisionRow], broken: list[str], revision: int | str
+) -> RevisionRow:
+    """The intact revision of depth ``revision`` (an int) or whose id starts with ``revision`` (8 to 64 hex digits);
+    when there is none and ``broken`` names revisions that are missing or changed, ``integrity_error``."""
+    if isinstance(revision, int):
+        matches = [row for row in chain if row.revision == revision]
+    else:
+        matches = [row for row in chain if row.id.startswith(revision.lower())] if len(revision) >= 8 else []
+    if not matches:
+        if broken:
+            raise _rolled_back(vault, record_id, broken[0])
+        raise _not_found(vault, record_id, revision)
+    if len(matches) > 1:
+        ids = sorted(row.id for row in matches)
+        raise MemoriesError(
+            "ambiguous_revision",
+            f"record {record_id} has {len(ids)} revisions {revision} (made on different devices): "
+            f"{', '.join(ids)}; give one of these ids to --revision",
+            {"revisions": ids},
+        )
+    return matches[0]
 
 
 def decode_body(body: bytes) -> str:
@@ -445,24 +750,24 @@ def _check_meta(meta: dict[str, str]) -> dict[str, str]:
     return dict(meta)
 
 
-def _open_header(key: bytes, vault: VaultRow, record_id: str, revision: int, blob: bytes) -> RecordHeader:
-    plain = _open_field(key, vault, record_id, revision, "header", blob)
+def _open_header(key: bytes, vault: VaultRow, row: RevisionRow) -> RecordHeader:
+    plain = _open_field(key, vault, row, "header")
     try:
         return msgspec.msgpack.decode(plain, type=RecordHeader)
     except msgspec.DecodeError:  # authentic but unreadable: written by a newer release
-        raise _damaged_error(vault, record_id, revision, "header", "cannot be decoded") from None
+        raise _damaged_error(vault, row.record_id, row.revision, "header", "cannot be decoded") from None
 
 
-def _open_field(key: bytes, vault: VaultRow, record_id: str, revision: int, field: str, blob: bytes) -> bytes:
+def _open_field(key: bytes, vault: VaultRow, row: RevisionRow, field: str) -> bytes:
     """Decrypt one field of one revision.
 
     Raises:
         MemoriesError: ``integrity_error`` with ``details`` ``{"vault", "id", "revision", "field"}``.
     """
     try:
-        return crypto.open_sealed(key, blob, crypto.record_aad(vault.id, record_id, revision, field))
+        return crypto.open_sealed(key, getattr(row, field), crypto.record_aad(_place(vault, row.record_id, row), field))
     except MemoriesError:
-        raise _damaged_error(vault, record_id, revision, field, "failed authentication") from None
+        raise _damaged_error(vault, row.record_id, row.revision, field, "failed authentication") from None
 
 
 def _damaged_error(vault: VaultRow, record_id: str, revision: int, field: str, what: str) -> MemoriesError:
@@ -474,7 +779,17 @@ def _damaged_error(vault: VaultRow, record_id: str, revision: int, field: str, w
     )
 
 
-def _not_found(vault: VaultRow, record_id: str, revision: int | None) -> MemoriesError:
+def _rolled_back(vault: VaultRow, record_id: str, revision_id: str) -> MemoriesError:
+    return MemoriesError(
+        "integrity_error",
+        f"revision {revision_id[:16]} of record {record_id} in vault {vault.name!r} is missing or is not the one the "
+        f"vault's head set names: it was dropped, replaced or rolled back outside Memories "
+        f"(`memory delete {vault.name} {record_id}` removes the record)",
+        {"vault": vault.name, "id": record_id, "revision_id": revision_id, "field": "revision"},
+    )
+
+
+def _not_found(vault: VaultRow, record_id: str, revision: int | str | None) -> MemoriesError:
     if revision is None:
         return MemoriesError("record_not_found", f"no record {record_id!r} in vault {vault.name!r}")
     return MemoriesError("record_not_found", f"record {record_id!r} in vault {vault.name!r} has no revision {revision}")
