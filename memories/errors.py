@@ -82,7 +82,10 @@ CODES: dict[str, str] = {
     "generation_not_configured": "`rag ask` needs a [rag.generation] table in the daemon's config.toml.",
     "invalid_model_output": "The generation service's reply is not the JSON answer asked for (truncated, empty, "
     "blocked, malformed or citing labels it was not shown); it is not retried.",
-    "device_only_vault": "The vault is device-only; its data may not go to a non-loopback model endpoint.",
+    "device_only_vault": "The vault is device-only; its data may not go to a non-loopback model endpoint or a sync "
+    "folder.",
+    # Sync
+    "sync_folder_in_use": "The sync folder already holds a vault; join it or choose another folder.",
 }
 
 EXIT_ERROR = 1

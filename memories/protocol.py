@@ -145,7 +145,8 @@ class MemoryList(_Message):
 
 
 class MemoryUpdate(_Message):
-    """``memory update``: fields left ``None`` keep their value from the latest revision."""
+    """``memory update``: fields left ``None`` keep their value from the latest revision (or from ``revision``, by
+    depth or id, for a record in conflict); the new revision's parents are every head."""
 
     vault: str
     id: str
@@ -153,6 +154,7 @@ class MemoryUpdate(_Message):
     body: bytes | None = None
     sensitivity: Sensitivity | None = None
     meta: dict[str, str] | None = None
+    revision: int | str | None = None
 
 
 class MemoryDelete(_Message):
@@ -447,6 +449,14 @@ class RecordRef(_Message):
     revision: int
 
 
+class Conflict(msgspec.Struct):
+    """A record with several heads (made on different devices): their revision ids, and whether one of them is a
+    deletion (an edit made against a delete). ``memory update`` resolves it."""
+
+    revisions: list[str]
+    deleted: bool
+
+
 class RecordView(_Message):
     """``memory read``: ``created``/``updated`` are Unix times in seconds; ``revision_id`` is the revision's id
     (SHA-256 hex of the sealed revision)."""
@@ -461,6 +471,7 @@ class RecordView(_Message):
     meta: dict[str, str]
     created: float
     updated: float
+    conflict: Conflict | None = None
 
 
 class RecordSummary(msgspec.Struct):
@@ -474,6 +485,7 @@ class RecordSummary(msgspec.Struct):
     sensitivity: Sensitivity | None
     title: str | None
     damaged: bool = False
+    conflict: bool = False
 
 
 class RecordListing(_Message):

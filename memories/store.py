@@ -75,9 +75,16 @@ REVISIONS_SCHEMA = (
     )
     """,
     "CREATE INDEX IF NOT EXISTS revisions_of_record ON revisions (vault_id, record_id, revision)",
+    """
+    CREATE TABLE IF NOT EXISTS sync (
+        vault_id TEXT PRIMARY KEY REFERENCES vaults(id),
+        state    BLOB NOT NULL
+    )
+    """,
 )
 """Format 2: every revision under its id (``parents``: the parent ids separated by spaces, sorted), and one sealed
-head set per vault (each record's head revisions and a counter; :class:`memories.daemon.vaults.HeadSet`)."""
+head set per vault (each record's head revisions and a counter; :class:`memories.daemon.vaults.HeadSet`), and
+each synced vault's sync state (its folder, this device's id, the payload files seen; no content)."""
 
 
 class VaultRow(NamedTuple):
@@ -102,6 +109,15 @@ class RevisionRow(NamedTuple):
     header: bytes
     body: bytes
     deleted: bool = False
+
+
+class Write(NamedTuple):
+    """One vault's part of a transaction: revisions to store, revision ids to erase, and its new sealed head set."""
+
+    vault_id: str
+    heads: bytes
+    add: Sequence[RevisionRow] = ()
+    erase: Sequence[str] = ()
 
 
 class LegacyRevisionRow(NamedTuple):
@@ -228,6 +244,7 @@ class Store:
         with self._transaction():
             self._db.execute("DELETE FROM revisions WHERE vault_id = ?", (vault_id,))
             self._db.execute("DELETE FROM heads WHERE vault_id = ?", (vault_id,))
+            self._db.execute("DELETE FROM sync WHERE vault_id = ?", (vault_id,))
             self._db.execute("DELETE FROM vaults WHERE id = ?", (vault_id,))
 
     # -- revisions -----------------------------------------------------------------------------------------
@@ -237,24 +254,14 @@ class Store:
         row = self._db.execute("SELECT sealed FROM heads WHERE vault_id = ?", (vault_id,)).fetchone()
         return row[0] if row else None
 
-    def write(self, vault_id: str, heads: bytes, add: Sequence[RevisionRow] = (), erase: Sequence[str] = ()) -> None:
-        """In one transaction: store the revisions ``add``, erase every revision of the records ``erase``, and
-        replace the vault's sealed head set by ``heads``."""
+    def write(self, *writes: Write) -> None:
+        """Apply ``writes`` (to one vault each) in one transaction."""
         with self._transaction():
-            self._erase(vault_id, erase)
-            self._insert(vault_id, add)
-            self._db.execute("UPDATE heads SET sealed = ? WHERE vault_id = ?", (heads, vault_id))
-
-    def move(
-        self, source: tuple[str, bytes], target: tuple[str, bytes], record_id: str, revisions: list[RevisionRow]
-    ) -> None:
-        """Erase a record of vault ``source[0]`` and store ``revisions`` (re-sealed by the caller) in vault
-        ``target[0]``, replacing both head sets (``source[1]``, ``target[1]``), in one transaction."""
-        with self._transaction():
-            self._erase(source[0], [record_id])
-            self._insert(target[0], revisions)
-            for vault_id, heads in (source, target):
-                self._db.execute("UPDATE heads SET sealed = ? WHERE vault_id = ?", (heads, vault_id))
+            for write in writes:
+                erased = [(write.vault_id, revision_id) for revision_id in write.erase]
+                self._db.executemany("DELETE FROM revisions WHERE vault_id = ? AND id = ?", erased)
+                self._insert(write.vault_id, write.add)
+                self._db.execute("UPDATE heads SET sealed = ? WHERE vault_id = ?", (write.heads, write.vault_id))
 
     def count_records(self, vault_id: str) -> int:
         """Records with at least one stored revision in the vault (trusting nothing: for ``vault delete``)."""
@@ -302,10 +309,28 @@ class Store:
             ],
         )
 
-    def _erase(self, vault_id: str, record_ids: Sequence[str]) -> None:
-        self._db.executemany(
-            "DELETE FROM revisions WHERE vault_id = ? AND record_id = ?", [(vault_id, rid) for rid in record_ids]
-        )
+    def revision_index(self, vault_id: str) -> list[tuple[str, str, bool]]:
+        """``(revision id, record id, deleted)`` of every stored revision of the vault (no ciphertext)."""
+        rows = self._db.execute(
+            "SELECT id, record_id, deleted FROM revisions WHERE vault_id = ?", (vault_id,)
+        ).fetchall()
+        return [(revision_id, record_id, bool(deleted)) for revision_id, record_id, deleted in rows]
+
+    # -- sync state ----------------------------------------------------------------------------------------
+
+    def sync_state(self, vault_id: str) -> bytes | None:
+        """The vault's sync state (MessagePack, :class:`memories.sync.engine.SyncState`), or ``None``."""
+        row = self._db.execute("SELECT state FROM sync WHERE vault_id = ?", (vault_id,)).fetchone()
+        return row[0] if row else None
+
+    def put_sync_state(self, vault_id: str, state: bytes) -> None:
+        """Store the vault's sync state."""
+        with self._transaction():
+            self._db.execute(
+                "INSERT INTO sync (vault_id, state) VALUES (?, ?) "
+                "ON CONFLICT (vault_id) DO UPDATE SET state = excluded.state",
+                (vault_id, state),
+            )
 
     # -- upgrade -------------------------------------------------------------------------------------------
 

@@ -198,6 +198,7 @@ def list_(session: Session, vault_ref: str, kind: str | None) -> None:
 @click.option("--file", "file", metavar="PATH", help="Read the new body from a file.")
 @click.option("--sensitivity", type=click.Choice(SENSITIVITIES))
 @click.option("--meta", "meta", multiple=True, metavar="KEY=VALUE", help="Replaces all metadata when given.")
+@click.option("--revision", type=RevisionRef(), help="The revision whose fields it starts from (a record in conflict).")
 def update(
     session: Session,
     vault_ref: str,
@@ -207,12 +208,14 @@ def update(
     file: str | None,
     sensitivity: str | None,
     meta: tuple[str, ...],
+    revision: int | str | None,
 ) -> None:
-    """Add a revision; earlier revisions stay readable. At least one option is needed (else ``invalid_argument``:
-    nothing to change, and no revision is added)."""
-    if title is None and body is None and file is None and sensitivity is None and not meta:
+    """Add a revision; earlier revisions stay readable, and a record in conflict gets one head again. At least one
+    option is needed (else ``invalid_argument``: nothing to change, and no revision is added)."""
+    if title is None and body is None and file is None and sensitivity is None and not meta and revision is None:
         raise MemoriesError(
-            "invalid_argument", "nothing to change: give --title, --body, --file, --sensitivity or --meta"
+            "invalid_argument",
+            "nothing to change: give --title, --body, --file, --sensitivity, --meta or --revision",
         )
     request = p.MemoryUpdate(
         vault=vault_ref,
@@ -221,6 +224,7 @@ def update(
         body=_body(body, file, required=False),
         sensitivity=sensitivity,  # type: ignore[arg-type]
         meta=_meta(meta) if meta else None,
+        revision=revision,
     )
     session.emit(*session.call(request), _show_ref)
 

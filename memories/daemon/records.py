@@ -128,6 +128,7 @@ class Records:
                 body=request.body,
                 sensitivity=request.sensitivity,
                 meta=request.meta,
+                revision=request.revision,
             )
 
         record_id, revision = await self._daemon.db(update)

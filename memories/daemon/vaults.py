@@ -24,7 +24,9 @@ import secrets
 import sqlite3
 import time
 import unicodedata
+from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import msgspec
 
@@ -32,8 +34,10 @@ from memories import crypto
 from memories.daemon.keyring import Keyring
 from memories.errors import MemoriesError
 from memories.limits import MAX_BODY_BYTES, MAX_META_ENTRIES, MAX_META_VALUE_BYTES, MAX_TITLE_BYTES, body_too_large
-from memories.protocol import RecordKind, RecordSummary, RecordView, Sensitivity
-from memories.store import FORMAT, LegacyRevisionRow, RevisionRow, Store, VaultRow
+from memories.protocol import Conflict, RecordKind, RecordSummary, RecordView, Sensitivity
+from memories.store import FORMAT, LegacyRevisionRow, RevisionRow, Store, VaultRow, Write
+from memories.sync.merge import Node, merge_record
+from memories.sync.payload import Revision
 from memories.worker_protocol import IndexRecord
 
 _META_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
@@ -61,11 +65,23 @@ class RecordHeader(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class CatalogEntry(msgspec.Struct):
-    """A record's head (the chosen one, :func:`chosen_head`, when it has several): depth, id and header."""
+    """A record's head (the chosen one, :func:`chosen_head`, when it has several): depth, id, header, and whether
+    the record is in conflict (several heads)."""
 
     revision: int
     revision_id: str
     header: RecordHeader
+    conflict: bool = False
+
+
+class Merged(NamedTuple):
+    """What :meth:`Vaults.merge` did: revisions imported, records changed, records now in conflict, and revision
+    ids whose parents have not arrived yet (left for a later pull)."""
+
+    imported: int
+    changed: list[str]
+    conflicts: list[str]
+    waiting: list[str]
 
 
 class Head(msgspec.Struct, frozen=True, array_like=True):
@@ -85,9 +101,14 @@ class HeadSet(msgspec.Struct, forbid_unknown_fields=True):
 
 
 def chosen_head(heads: list[Head]) -> Head:
-    """The head shown and indexed when a record has several: the deepest, then the largest id (deterministic on
-    every device, never by clock)."""
-    return max(heads, key=lambda head: (head.revision, head.id))
+    """The head shown and indexed when a record has several: one that is not a deletion, the deepest, then the
+    largest id (deterministic on every device, never by clock)."""
+    return max(heads, key=lambda head: (not head.deleted, head.revision, head.id))
+
+
+def is_live(heads: list[Head]) -> bool:
+    """The record exists: at least one head is not a deletion."""
+    return any(not head.deleted for head in heads)
 
 
 def is_eligible(header: RecordHeader) -> bool:
@@ -177,6 +198,23 @@ class Vaults:
             raise MemoriesError("vault_name_taken", f"a vault named {name!r} already exists") from None
         return row
 
+    def adopt(self, vault_id: str, name: str, key: bytes) -> VaultRow:
+        """Add a vault that another device made, with its id and data key (``sync join``); no device ever makes a
+        second key for a vault. Synced vaults are never device-only.
+
+        Raises:
+            MemoriesError: ``invalid_vault_name``, ``vault_name_taken`` (give another name), ``vault_locked``.
+        """
+        name = _check_name(name)
+        if any(name == vault.id for vault in self._store.vaults()):
+            raise MemoriesError("vault_name_taken", f"{name!r} is the id of another vault; choose another name")
+        row = VaultRow(vault_id, name, False, time.time(), self._keys.wrap_vault_key(vault_id, key, False, name))
+        try:
+            self._store.insert_vault(row, _seal_heads(key, vault_id, HeadSet(0, {})))
+        except sqlite3.IntegrityError:
+            raise MemoriesError("vault_name_taken", f"a vault named {name!r} exists here; join with --name") from None
+        return row
+
     def rename(self, vault: VaultRow, name: str) -> VaultRow:
         """Give a vault another name (its id, keys and records stay).
 
@@ -214,7 +252,7 @@ class Vaults:
 
     def count_records(self, vault: VaultRow) -> int:
         """Live records of the vault (raises ``vault_locked``, ``integrity_error``)."""
-        return len(self._head_set(vault, self._keys.vault_key(vault)).records)
+        return sum(is_live(heads) for heads in self._head_set(vault, self._keys.vault_key(vault)).records.values())
 
     def set_policy(self, vault: VaultRow, device_only: bool) -> VaultRow:
         """Set the device-only policy, sealed with the vault key (R-41); raises ``vault_locked``,
@@ -262,16 +300,24 @@ class Vaults:
         sensitivity: Sensitivity | None,
         meta: dict[str, str] | None,
         origin: Origin | None = None,
+        revision: int | str | None = None,
     ) -> tuple[str, int]:
         """Add a revision whose parents are every head of the record (so it also resolves a conflict); fields left
-        ``None`` keep the chosen head's value (``origin`` too: only ingest sets it). Returns ``(id, revision)``.
+        ``None`` keep the value of the chosen head, or of ``revision`` (by depth or id) when given (``origin``
+        too: only ingest sets it). Returns ``(id, revision)``.
 
         Raises:
-            MemoriesError: ``record_not_found``, ``integrity_error``, what :meth:`add` raises.
+            MemoriesError: ``record_not_found``, ``ambiguous_revision``, ``integrity_error``, what :meth:`add`
+                raises.
         """
         key = self._keys.vault_key(vault)
         heads = self._heads_of(vault, key, record_id)
-        header, old_body, _ = self._open(vault, key, self._verified(vault, key, record_id, chosen_head(heads)))
+        if revision is None:
+            base = self._verified(vault, key, record_id, chosen_head(heads))
+        else:
+            chain, broken = self._chain(vault, key, record_id, heads)
+            base = _pick(vault, record_id, [r for r in chain.values() if not r.deleted], broken, revision)
+        header, old_body, _ = self._open(vault, key, base)
         new_header = RecordHeader(
             header.kind,
             sensitivity or header.sensitivity,
@@ -293,12 +339,12 @@ class Vaults:
         """
         key = self._keys.vault_key(vault)
         heads = self._heads_of(vault, key, record_id)
-        chain, broken = self._chain(vault, record_id, heads)
+        chain, broken = self._chain(vault, key, record_id, heads)
         if revision is None:
             head = chosen_head(heads).id
             row = self._verified(vault, key, record_id, chosen_head(heads)) if head in broken else chain[head]
         else:
-            row = _pick(vault, record_id, list(chain.values()), broken, revision)
+            row = _pick(vault, record_id, [r for r in chain.values() if not r.deleted], broken, revision)
         header, body, _ = self._open(vault, key, row)
         roots = [r.created for r in chain.values() if r.revision == 1]
         created = min(roots) if roots else row.created
@@ -313,16 +359,17 @@ class Vaults:
             meta=header.meta,
             created=created,
             updated=row.created,
+            conflict=Conflict(sorted(h.id for h in heads), any(h.deleted for h in heads)) if len(heads) > 1 else None,
         )
 
     def delete(self, vault: VaultRow, record_id: str) -> None:
-        """Erase every revision of the record (raises ``record_not_found``, ``vault_locked``)."""
+        """Erase every revision of the record, leaving a deletion revision (its tombstone: parents the heads, body
+        the ids it erased, sealed; a sync pushes it so other devices erase them too). Raises ``record_not_found``,
+        ``vault_locked``."""
         key = self._keys.vault_key(vault)
-        heads = self._head_set(vault, key)
-        if record_id not in heads.records:
-            raise _not_found(vault, record_id, None)
-        records = {rid: h for rid, h in heads.records.items() if rid != record_id}
-        self._commit(vault, key, records, erase=[record_id])
+        heads = self._heads_of(vault, key, record_id)
+        deletion, erased = self._deletion(vault, key, record_id, heads)
+        self._commit(vault, key, {record_id: [Head(deletion.id, deletion.revision, True)]}, [deletion], erased)
         self._store.checkpoint()
         self.catalog(vault).pop(record_id, None)
         self._damaged_in(vault).pop(record_id, None)
@@ -330,18 +377,23 @@ class Vaults:
     def move(self, vault: VaultRow, record_id: str, target: VaultRow) -> int:
         """Move a record with every revision to ``target``: each revision is checked and decrypted, then sealed
         again under the target vault's key and place (so its id changes, and its children's parents with it),
-        and one transaction inserts them there and erases them here. The record keeps its id, depths and times.
-        Returns the chosen head's depth.
+        and one transaction inserts them there and erases them here, leaving a deletion as :meth:`delete` does.
+        The record keeps its id, depths and times. Returns the chosen head's depth.
 
         Raises:
             MemoriesError: ``record_not_found``, ``integrity_error`` (nothing moves), ``invalid_argument`` (the
-                same vault, or the target already has a record with that id), ``vault_locked``.
+                same vault, the target already has a record with that id, or the record is in conflict),
+                ``vault_locked``.
         """
         if target.id == vault.id:
             raise MemoriesError("invalid_argument", f"record {record_id} is already in vault {vault.name!r}")
         key, target_key = self._keys.vault_key(vault), self._keys.vault_key(target)
         heads = self._heads_of(vault, key, record_id)
-        chain, broken = self._chain(vault, record_id, heads)
+        if len(heads) > 1:
+            raise MemoriesError(
+                "invalid_argument", f"record {record_id} is in conflict; resolve it first (`memory update`)"
+            )
+        chain, broken = self._chain(vault, key, record_id, heads)
         if broken:
             self._verified(vault, key, record_id, Head(broken[0], 0))  # the failing field, or the missing row
         target_heads = self._head_set(target, target_key)
@@ -350,24 +402,21 @@ class Vaults:
         renamed: dict[str, str] = {}
         headers: dict[str, RecordHeader] = {}
         moved = []
-        for row in sorted(chain.values(), key=lambda r: (r.revision, r.id)):
+        for row in sorted((r for r in chain.values() if not r.deleted), key=lambda r: (r.revision, r.id)):
             header, body, _ = self._open(vault, key, row)
-            parents = tuple(sorted(renamed[parent] for parent in row.parents))
+            parents = tuple(sorted(renamed[parent] for parent in row.parents if parent in renamed))
             place = crypto.RevisionPlace(target.id, record_id, row.revision, parents, False, row.created)
             sealed = _seal(target_key, place, header, body.encode("utf-8"))
             renamed[row.id] = sealed.id
             headers[sealed.id] = header
             moved.append(sealed)
         new_heads = [Head(renamed[h.id], h.revision) for h in heads]
-        source_records = {rid: h for rid, h in self._head_set(vault, key).records.items() if rid != record_id}
-        target_records = {**target_heads.records, record_id: new_heads}
-        source_set = self._next(vault, source_records)
-        target_set = self._next(target, target_records)
-        self._store.move(
-            (vault.id, _seal_heads(key, vault.id, source_set)),
-            (target.id, _seal_heads(target_key, target.id, target_set)),
-            record_id,
-            moved,
+        deletion, erased = self._deletion(vault, key, record_id, heads)
+        source_set = self._next(vault, {record_id: [Head(deletion.id, deletion.revision, True)]})
+        target_set = self._next(target, {record_id: new_heads})
+        self._store.write(
+            Write(vault.id, _seal_heads(key, vault.id, source_set), [deletion], erased),
+            Write(target.id, _seal_heads(target_key, target.id, target_set), moved),
         )
         self._heads[vault.id], self._heads[target.id] = source_set, target_set
         self._store.checkpoint()
@@ -377,13 +426,75 @@ class Vaults:
         self.catalog(target)[record_id] = CatalogEntry(head.revision, head.id, headers[head.id])
         return head.revision
 
+    # -- sync ------------------------------------------------------------------------------------------------
+
+    def merge(self, vault: VaultRow, revisions: list[Revision]) -> Merged:
+        """Merge authenticated revisions read from a sync folder by the revision graph (:mod:`memories.sync.merge`),
+        in one transaction: revisions added, those a deletion erased erased, every touched record's heads
+        replaced. Nothing changes when nothing is new.
+
+        Raises:
+            MemoriesError: ``vault_locked``, ``integrity_error`` (the head set, or a stored deletion).
+        """
+        key = self._keys.vault_key(vault)
+        self._head_set(vault, key)
+        incoming: dict[str, list[Revision]] = {}
+        for revision in revisions:
+            incoming.setdefault(revision.place.record_id, []).append(revision)
+        changed: dict[str, list[Head]] = {}
+        add: list[RevisionRow] = []
+        erase: list[str] = []
+        waiting: list[str] = []
+        for record_id, arrived in incoming.items():
+            stored = {row.id: _node(key, vault, row) for row in self._store.revisions(vault.id, record_id)}
+            rows = {r.id: _row(r.place, r.header, r.body) for r in arrived}
+            merged = merge_record(stored, [_node(key, vault, row) for row in rows.values()])
+            waiting.extend(node.id for node in merged.waiting)
+            if not merged.changed:
+                continue
+            add.extend(rows[node.id] for node in merged.add)
+            erase.extend(merged.erase)
+            changed[record_id] = [Head(node.id, node.revision, node.deleted) for node in merged.heads]
+        if changed:
+            self._commit(vault, key, changed, add, erase)
+            self._catalog.pop(vault.id, None)  # reloaded from the new heads at the next use
+        conflicts = sorted(rid for rid, h in self._head_set(vault, key).records.items() if len(h) > 1 and is_live(h))
+        return Merged(len(add), sorted(changed), conflicts, waiting)
+
+    def sync_index(self, vault: VaultRow) -> tuple[set[str], set[str]]:
+        """``(ids of every stored revision, ids every stored deletion erased)``: what a push writes and removes.
+        Raises ``vault_locked``, ``integrity_error``."""
+        key = self._keys.vault_key(vault)
+        stored, erased = set(), set()
+        for revision_id, _, deleted in self._store.revision_index(vault.id):
+            stored.add(revision_id)
+            if deleted:
+                [row] = self._store.revisions_by_id(vault.id, [revision_id]).values()
+                erased.update(_erased_by(key, vault, row))
+        return stored, erased
+
+    def sealed(self, vault: VaultRow, revision_ids: list[str]) -> list[Revision]:
+        """The stored revisions ``revision_ids`` as sync payload contents (each checked against its id first)."""
+        rows = self._store.revisions_by_id(vault.id, revision_ids)
+        return [
+            Revision(row.id, _place(vault, row.record_id, row), row.header, row.body)
+            for row in rows.values()
+            if _is_authentic(vault, row.record_id, row)
+        ]
+
     def summaries(self, vault: VaultRow, kind: RecordKind | None) -> list[RecordSummary]:
         """Listing rows (never a body). Damaged records are always listed, marked ``damaged``; one whose header
         cannot be read has no kind, sensitivity or title."""
         catalog, damaged = self.catalog(vault), self.damaged(vault)
         rows = [
             RecordSummary(
-                record_id, e.revision, e.header.kind, e.header.sensitivity, e.header.title, record_id in damaged
+                record_id,
+                e.revision,
+                e.header.kind,
+                e.header.sensitivity,
+                e.header.title,
+                record_id in damaged,
+                e.conflict,
             )
             for record_id, e in catalog.items()
             if kind is None or e.header.kind == kind or record_id in damaged
@@ -399,7 +510,8 @@ class Vaults:
         if entries is None:
             key = self._keys.vault_key(vault)
             damaged = self._damaged_in(vault)
-            chosen = {rid: chosen_head(heads) for rid, heads in self._head_set(vault, key).records.items()}
+            records = {rid: heads for rid, heads in self._head_set(vault, key).records.items() if is_live(heads)}
+            chosen = {rid: chosen_head(heads) for rid, heads in records.items()}
             rows = self._store.revisions_by_id(vault.id, [head.id for head in chosen.values()])
             entries = {}
             for record_id, head in chosen.items():
@@ -409,7 +521,7 @@ class Vaults:
                 except MemoriesError:
                     damaged[record_id] = head.revision
                     continue
-                entries[record_id] = CatalogEntry(head.revision, head.id, header)
+                entries[record_id] = CatalogEntry(head.revision, head.id, header, len(records[record_id]) > 1)
             self._catalog[vault.id] = entries
         return entries
 
@@ -496,9 +608,9 @@ class Vaults:
         return heads
 
     def _heads_of(self, vault: VaultRow, key: bytes, record_id: str) -> list[Head]:
-        """The record's heads (raises ``record_not_found``)."""
+        """The heads of a live record (raises ``record_not_found``, also for a deleted one)."""
         heads = self._head_set(vault, key).records.get(record_id)
-        if heads is None:
+        if heads is None or not is_live(heads):
             raise _not_found(vault, record_id, None)
         return heads
 
@@ -506,9 +618,12 @@ class Vaults:
         """The stored revision ``head``, checked (:func:`_checked`)."""
         return _checked(key, vault, record_id, head.id, self._store.revisions_by_id(vault.id, [head.id]).get(head.id))
 
-    def _chain(self, vault: VaultRow, record_id: str, heads: list[Head]) -> tuple[dict[str, RevisionRow], list[str]]:
+    def _chain(
+        self, vault: VaultRow, key: bytes, record_id: str, heads: list[Head]
+    ) -> tuple[dict[str, RevisionRow], list[str]]:
         """The revisions reachable from the record's heads: ``(id -> row of each one whose id matches its row,
-        [ids missing or not matching their row])``. The parents of a row that does not match are still followed,
+        [ids missing or not matching their row])``; a parent a deletion erased is not missing. The parents of a row
+        that does not match are still followed,
         since every row authenticates itself too: one tampered revision leaves its intact ancestors readable.
 
         Raises:
@@ -516,6 +631,7 @@ class Vaults:
                 (the head set was rolled back).
         """
         stored = {row.id: row for row in self._store.revisions(vault.id, record_id)}
+        erased = {e for row in stored.values() if row.deleted for e in _erased_by(key, vault, row)}
         chain: dict[str, RevisionRow] = {}
         broken: list[str] = []
         seen: set[str] = set()
@@ -527,7 +643,8 @@ class Vaults:
             seen.add(revision_id)
             row = stored.get(revision_id)
             if row is None:
-                broken.append(revision_id)
+                if revision_id not in erased:  # an edit made against a deletion names erased parents
+                    broken.append(revision_id)
                 continue
             if _is_authentic(vault, record_id, row):
                 chain[revision_id] = row
@@ -548,22 +665,39 @@ class Vaults:
     def _damaged_in(self, vault: VaultRow) -> dict[str, int]:
         return self._damaged.setdefault(vault.id, {})
 
-    def _next(self, vault: VaultRow, records: dict[str, list[Head]]) -> HeadSet:
-        """The vault's next head set: ``records``, one write later."""
-        return HeadSet(self._heads[vault.id].counter + 1, records)
+    def _next(self, vault: VaultRow, changed: dict[str, list[Head]]) -> HeadSet:
+        """The vault's next head set, one write later: the records ``changed`` get these heads."""
+        current = self._heads[vault.id]
+        return HeadSet(current.counter + 1, {**current.records, **changed})
 
     def _commit(
         self,
         vault: VaultRow,
         key: bytes,
-        records: dict[str, list[Head]],
-        add: list[RevisionRow] = [],  # noqa: B006  # never mutated
-        erase: list[str] = [],  # noqa: B006
+        changed: dict[str, list[Head]],
+        add: Sequence[RevisionRow] = (),
+        erase: Sequence[str] = (),
     ) -> None:
-        """Store ``add``, erase the records ``erase`` and replace the head set by ``records``, in one transaction."""
-        heads = self._next(vault, records)
-        self._store.write(vault.id, _seal_heads(key, vault.id, heads), add, erase)
+        """Store ``add``, erase the revision ids ``erase`` and give the records ``changed`` their new heads, in one
+        transaction with the new head set."""
+        heads = self._next(vault, changed)
+        self._store.write(Write(vault.id, _seal_heads(key, vault.id, heads), add, erase))
         self._heads[vault.id] = heads
+
+    def _deletion(
+        self, vault: VaultRow, key: bytes, record_id: str, heads: list[Head]
+    ) -> tuple[RevisionRow, list[str]]:
+        """The deletion revision of a record (parents: every head) and the ids of every revision it erases."""
+        erased = sorted(row.id for row in self._store.revisions(vault.id, record_id) if not row.deleted)
+        place = crypto.RevisionPlace(
+            vault.id,
+            record_id,
+            1 + max(head.revision for head in heads),
+            tuple(sorted(head.id for head in heads)),
+            True,
+            time.time(),
+        )
+        return _seal(key, place, b"", msgspec.msgpack.encode(erased)), erased
 
     def _write(
         self, vault: VaultRow, key: bytes, record_id: str, parents: list[Head], header: RecordHeader, body: str
@@ -580,7 +714,8 @@ class Vaults:
         )
         row = _seal(key, place, header, body.encode("utf-8"))
         head = Head(row.id, row.revision)
-        self._commit(vault, key, {**self._head_set(vault, key).records, record_id: [head]}, add=[row])
+        self._head_set(vault, key)
+        self._commit(vault, key, {record_id: [head]}, [row])
         self.catalog(vault)[record_id] = CatalogEntry(head.revision, head.id, header)
         self._damaged_in(vault).pop(record_id, None)
         return head.revision
@@ -617,9 +752,10 @@ class Vaults:
         self._store.upgrade(vaults, head_sets, revisions)
 
 
-def _seal(key: bytes, place: crypto.RevisionPlace, header: RecordHeader, body: bytes) -> RevisionRow:
-    """A new sealed revision in ``place``, with its id."""
-    sealed_header = crypto.seal(key, msgspec.msgpack.encode(header), crypto.record_aad(place, "header"))
+def _seal(key: bytes, place: crypto.RevisionPlace, header: RecordHeader | bytes, body: bytes) -> RevisionRow:
+    """A new sealed revision in ``place``, with its id (a deletion's header is empty, its body the erased ids)."""
+    plain = header if isinstance(header, bytes) else msgspec.msgpack.encode(header)
+    sealed_header = crypto.seal(key, plain, crypto.record_aad(place, "header"))
     sealed_body = crypto.seal(key, body, crypto.record_aad(place, "body"))
     return _row(place, sealed_header, sealed_body)
 
@@ -674,6 +810,21 @@ def _checked(key: bytes, vault: VaultRow, record_id: str, revision_id: str, row:
         _open_field(key, vault, row, "body")
         raise _rolled_back(vault, record_id, revision_id)
     return row
+
+
+def _node(key: bytes, vault: VaultRow, row: RevisionRow) -> Node:
+    """The merge's view of a revision (a deletion's erased ids read from its sealed body)."""
+    if not row.deleted:
+        return Node(row.id, row.revision, row.parents)
+    return Node(row.id, row.revision, row.parents, True, frozenset(_erased_by(key, vault, row)))
+
+
+def _erased_by(key: bytes, vault: VaultRow, row: RevisionRow) -> list[str]:
+    """The revision ids a deletion erased (its sealed body); raises ``integrity_error``."""
+    try:
+        return msgspec.msgpack.decode(_open_field(key, vault, row, "body"), type=list[str])
+    except msgspec.DecodeError:
+        raise _damaged_error(vault, row.record_id, row.revision, "body", "cannot be decoded") from None
 
 
 def _is_authentic(vault: VaultRow, record_id: str, row: RevisionRow) -> bool:

@@ -49,7 +49,15 @@ def test_a_tampered_header_is_listed_without_a_title_and_the_rest_still_works(va
     vault.ok("lock")  # the catalog of headers is read again at unlock
     vault.ok("unlock", "--passphrase-stdin", stdin=PASSPHRASE + "\n")
     listed = {r["id"]: r for r in vault.ok("memory", "list", "notes")["records"]}
-    assert listed[bad] == {"id": bad, "revision": 1, "kind": None, "sensitivity": None, "title": None, "damaged": True}
+    assert listed[bad] == {
+        "id": bad,
+        "revision": 1,
+        "kind": None,
+        "sensitivity": None,
+        "title": None,
+        "damaged": True,
+        "conflict": False,
+    }
     assert listed[good]["title"] == "Good"
     assert bad in str(vault.ok("memory", "list", "notes", "--kind", "card"))  # listed whatever the kind asked
     found = vault.ok("rag", "search", "notes", "lighthouse")

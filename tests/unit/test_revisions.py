@@ -18,7 +18,7 @@ from memories.config import CryptoConfig
 from memories.daemon.keyring import Keyring
 from memories.daemon.vaults import Head, HeadSet, RecordHeader, Vaults, chosen_head
 from memories.errors import MemoriesError
-from memories.store import RevisionRow, Store
+from memories.store import RevisionRow, Store, Write
 
 PASSPHRASE = "correct horse battery staple"
 CHEAP = CryptoConfig(kdf_memory_kib=256, kdf_iterations=1, kdf_lanes=1)
@@ -79,13 +79,17 @@ def test_a_revision_id_is_the_hash_of_the_sealed_revision_and_names_its_parent(h
 def test_the_head_set_counts_every_write(home: Home) -> None:
     record = home.add("one")
     home.update(record, "two")
-    home.vaults.delete(home.vault, home.add("three"))
+    gone = home.add("three")
+    home.vaults.delete(home.vault, gone)
     key = home.keys.vault_key(home.vault)
     sealed = home.store.heads(home.vault.id)
     assert sealed is not None
     heads = msgspec.msgpack.decode(crypto.open_sealed(key, sealed, crypto.heads_aad(home.vault.id)), type=HeadSet)
-    assert heads.counter == 4 and list(heads.records) == [record]
-    assert heads.records[record][0].revision == 2
+    assert heads.counter == 4 and list(heads.records) == [record, gone]
+    assert heads.records[record] == [Head(heads.records[record][0].id, 2)]
+    [deletion] = home.store.revisions(home.vault.id, gone)  # the tombstone alone remains
+    assert deletion.deleted and heads.records[gone] == [Head(deletion.id, 2, True)]
+    assert home.vaults.count_records(home.vault) == 1
 
 
 def test_a_dropped_latest_revision_is_an_integrity_error(home: Home) -> None:
@@ -184,9 +188,8 @@ def test_siblings_share_a_number_and_an_update_takes_every_head_as_parent(home: 
     siblings = [_sibling(home, record, root, body, root.created + 1) for body in ("left", "right")]
     heads = HeadSet(5, {record: [Head(row.id, row.revision) for row in siblings]})
     key = home.keys.vault_key(home.vault)
-    home.store.write(
-        home.vault.id, crypto.seal(key, msgspec.msgpack.encode(heads), crypto.heads_aad(home.vault.id)), siblings
-    )
+    sealed = crypto.seal(key, msgspec.msgpack.encode(heads), crypto.heads_aad(home.vault.id))
+    home.store.write(Write(home.vault.id, sealed, siblings))
     home.reopen()
 
     chosen = chosen_head(heads.records[record])
@@ -211,7 +214,7 @@ def test_move_reseals_every_revision_under_the_target_with_new_ids(home: Home) -
     assert home.vaults.move(home.vault, record, work) == 2
     after = home.store.revisions(work.id, record)
     assert len(after) == 2 and not before & {row.id for row in after}
-    assert home.store.revisions(home.vault.id, record) == []
+    assert [row.deleted for row in home.store.revisions(home.vault.id, record)] == [True]
     home.reopen()
     assert home.vaults.read(home.vaults.resolve("work"), record, 1).body == "one"
     assert home.vaults.count_records(home.vault) == 0

@@ -1,0 +1,249 @@
+"""Sync of one vault with its folder: ``init``, ``join``, ``push`` and ``pull``, blocking (the daemon runs them in
+its store thread).
+
+*Push* writes a payload for every stored revision the folder lacks (deletions included), removes the payloads of
+revisions a deletion erased (decorated copies too), then replaces this device's metadata file. *Pull* reads every
+payload file whose size or modification time changed since the last pull (so one that does not authenticate yet
+is retried only when it changes, and reported bad once a second pull saw it unchanged), keeps the revisions it has
+not seen by id (never by time), and merges them in one transaction (:meth:`Vaults.merge`). One bad file never
+blocks the others. An empty folder adds nothing and deletes nothing: only a deletion revision erases. The
+device's own pushes are stored already, so a pull never counts them as changes.
+
+The sync state (:class:`SyncState`, in the store's ``sync`` table) holds the folder, this device's id per vault
+and what each payload file was when last read: names, sizes, times, revision ids, reasons. No content.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import msgspec
+
+from memories import crypto
+from memories.config import CryptoConfig
+from memories.daemon.keyring import Keyring
+from memories.daemon.vaults import Vaults, new_id
+from memories.errors import MemoriesError
+from memories.limits import check_passphrase_length
+from memories.store import Store, VaultRow
+from memories.sync.folder import Folder, Skipped, check_placement, in_use
+from memories.sync.payload import (
+    BadPayload,
+    BadReason,
+    DeviceFile,
+    PayloadKeys,
+    Revision,
+    decode_vault_file,
+    unwrap_vault_key,
+    wrap_vault_key,
+)
+
+
+class FileSeen(msgspec.Struct, array_like=True):
+    """A payload file as the last pull saw it: size (bytes), modification time (ns), the revision id it holds or
+    why it could not be read, and how many later pulls saw it unchanged since."""
+
+    size: int
+    mtime_ns: int
+    revision_id: str | None
+    reason: BadReason | None
+    unchanged: int = 0
+
+
+class BadFile(msgspec.Struct):
+    """A file ``sync status`` reports: its name, the reason, and ``pending`` while it may still be arriving (it
+    failed once and has not been seen unchanged by a second pull yet)."""
+
+    file: str
+    reason: str
+    pending: bool
+
+
+class SyncState(msgspec.Struct, forbid_unknown_fields=True):
+    """One vault's sync state on this device. Times are Unix seconds."""
+
+    folder: str
+    device: str
+    files: dict[str, FileSeen] = {}
+    last_push: float | None = None
+    last_pull: float | None = None
+    imported: int = 0
+    pushed: int = 0
+    conflicts: list[str] = []
+    bad: list[BadFile] = []
+    skipped: list[tuple[str, str]] = []
+    not_local: int = 0
+    waiting: int = 0
+
+
+class Sync:
+    """Sync of the home's vaults over its store, keyring and vaults.
+
+    Args:
+        store, keyring, vaults: the daemon's.
+        home: the home folder (a sync folder may be neither in it nor around it).
+        between_writes: called after each payload a push writes (a test hook kills the daemon there).
+    """
+
+    def __init__(
+        self, store: Store, keyring: Keyring, vaults: Vaults, home: Path, between_writes: Callable[[], None] | None
+    ) -> None:
+        self._store = store
+        self._keys = keyring
+        self._vaults = vaults
+        self._home = home
+        self._between_writes = between_writes
+
+    def state(self, vault: VaultRow) -> SyncState:
+        """Raises ``invalid_argument`` when the vault has no sync folder."""
+        raw = self._store.sync_state(vault.id)
+        if raw is None:
+            raise MemoriesError(
+                "invalid_argument", f"vault {vault.name!r} has no sync folder; run `memories sync init` first"
+            )
+        return msgspec.msgpack.decode(raw, type=SyncState)
+
+    def init(self, vault: VaultRow, root: Path, passphrase: str, cost: CryptoConfig) -> list[str]:
+        """Make ``root`` the vault's sync folder (its key wrapped under ``passphrase``); returns warnings.
+
+        Raises:
+            MemoriesError: ``device_only_vault``; ``sync_folder_in_use``; ``invalid_argument`` (the folder is in
+                the home or around it, or the vault already syncs); ``invalid_passphrase`` (too short).
+        """
+        if vault.device_only:
+            raise MemoriesError("device_only_vault", f"vault {vault.name!r} is device-only; it cannot be synced")
+        if self._store.sync_state(vault.id) is not None:
+            raise MemoriesError(
+                "invalid_argument", f"vault {vault.name!r} already syncs with {self.state(vault).folder}"
+            )
+        warnings = check_placement(root, self._home)
+        folder = Folder(root.resolve(), new_id())
+        existing = folder.read_vault_file()
+        if existing is not None:
+            raise in_use(folder.root, existing)
+        check_passphrase_length(passphrase)
+        key = self._keys.vault_key(vault)
+        params = crypto.new_kdf_params(cost.kdf_memory_kib, cost.kdf_iterations, cost.kdf_lanes)
+        vault_file = wrap_vault_key(vault.id, key, vault.name, passphrase, params)
+        folder.create(msgspec.msgpack.encode(vault_file))
+        self._save(vault, SyncState(str(folder.root), folder.device))
+        return warnings
+
+    def join(self, root: Path, name: str | None, passphrase: str) -> tuple[VaultRow, list[str]]:
+        """Add the vault of the sync folder ``root`` to this home, with its id and key (under ``name``, else the
+        name it has in the folder); returns the vault and warnings. A pull then brings its records.
+
+        Raises:
+            MemoriesError: ``invalid_argument`` (no vault in the folder, the vault is here already, or placement);
+                ``bad_passphrase``; ``integrity_error`` (the folder's key parameters); ``vault_name_taken``.
+        """
+        warnings = check_placement(root, self._home)
+        folder = Folder(root.resolve(), new_id())
+        raw = folder.read_vault_file()
+        if raw is None:
+            raise MemoriesError("invalid_argument", f"{folder.root} holds no vault; run `memories sync init` first")
+        found = decode_vault_file(raw)
+        if any(vault.id == found.vault_id for vault in self._vaults.list()):
+            raise MemoriesError("invalid_argument", f"this home has vault {found.vault_id} already")
+        key, folder_name = unwrap_vault_key(found, passphrase)
+        vault = self._vaults.adopt(found.vault_id, name or folder_name, key)
+        self._save(vault, SyncState(str(folder.root), folder.device))
+        return vault, warnings
+
+    def push(self, vault: VaultRow) -> SyncState:
+        """Write what the folder lacks, remove what deletions erased, then this device's file."""
+        state = self.state(vault)
+        folder, keys = self._open(vault, state)
+        folder.clean_stale()
+        stored, erased = self._vaults.sync_index(vault)
+        present = folder.payload_names()
+        missing = sorted(stored - present)
+        for start in range(0, len(missing), 64):
+            for revision in self._vaults.sealed(vault, missing[start : start + 64]):
+                folder.write_payload(revision.id, keys.seal(revision))
+                if self._between_writes is not None:
+                    self._between_writes()
+        gone = {f"{revision_id}.rev" for revision_id in erased & present}
+        gone |= {name for name, seen in state.files.items() if seen.revision_id in erased}
+        folder.remove_payloads(sorted(gone))
+        now = time.time()
+        folder.write_device(keys.seal_device(DeviceFile(folder.device, now, sorted(stored))))
+        state = msgspec.structs.replace(state, last_push=now, pushed=len(missing))
+        self._save(vault, state)
+        return state
+
+    def pull(self, vault: VaultRow) -> tuple[SyncState, list[str]]:
+        """Import what the folder holds and this vault has not seen; returns the state and the records changed."""
+        state = self.state(vault)
+        folder, keys = self._open(vault, state)
+        entries, skipped = folder.scan()
+        stored, erased = self._vaults.sync_index(vault)
+        known = stored | erased
+        files: dict[str, FileSeen] = {}
+        arrived: dict[str, Revision] = {}
+        for entry in entries:
+            seen = state.files.get(entry.name)
+            if seen is not None and (seen.size, seen.mtime_ns) == (entry.size, entry.mtime_ns):
+                if seen.reason is not None:  # retried only when it changes
+                    files[entry.name] = msgspec.structs.replace(seen, unchanged=seen.unchanged + 1)
+                    continue
+                if seen.revision_id in known:
+                    files[entry.name] = seen
+                    continue
+            try:
+                revision = keys.open(folder.read_payload(entry.name))
+            except FileNotFoundError:
+                continue
+            except BadPayload as exc:
+                files[entry.name] = FileSeen(entry.size, entry.mtime_ns, None, exc.reason)
+                continue
+            files[entry.name] = FileSeen(entry.size, entry.mtime_ns, revision.id, None)
+            if revision.id not in known:
+                arrived[revision.id] = revision
+        merged = self._vaults.merge(vault, list(arrived.values()))
+        devices, problems = self._devices(folder, keys)
+        skipped.extend(problems)
+        in_folder = {seen.revision_id for seen in files.values() if seen.revision_id is not None}
+        stored, erased = self._vaults.sync_index(vault)
+        listed = {rid for device in devices for rid in device.revisions}
+        state = msgspec.structs.replace(
+            state,
+            files=files,
+            last_pull=time.time(),
+            imported=merged.imported,
+            conflicts=merged.conflicts,
+            bad=[
+                BadFile(name, seen.reason, seen.unchanged == 0)
+                for name, seen in sorted(files.items())
+                if seen.reason is not None
+            ],
+            skipped=[(s.name, s.why) for s in skipped],
+            not_local=len(listed - stored - erased - in_folder),
+            waiting=len(merged.waiting),
+        )
+        self._save(vault, state)
+        return state, merged.changed
+
+    def _open(self, vault: VaultRow, state: SyncState) -> tuple[Folder, PayloadKeys]:
+        if vault.device_only:
+            raise MemoriesError("device_only_vault", f"vault {vault.name!r} is device-only now; it is not synced")
+        root = Path(state.folder)
+        if not root.is_dir():
+            raise MemoriesError("invalid_argument", f"the sync folder {root} of vault {vault.name!r} is not there")
+        return Folder(root, state.device), PayloadKeys(vault.id, self._keys.vault_key(vault))
+
+    def _devices(self, folder: Folder, keys: PayloadKeys) -> tuple[list[DeviceFile], list[Skipped]]:
+        """Every device file (and conflict copy of one) that authenticates, and those that do not."""
+        found, problems = [], []
+        for device, copies in folder.device_files().items():
+            for data in copies:
+                try:
+                    found.append(keys.open_device(device, data))
+                except BadPayload as exc:
+                    problems.append(Skipped(f"devices/{device}", exc.reason))
+        return found, problems
+
+    def _save(self, vault: VaultRow, state: SyncState) -> None:
+        self._store.put_sync_state(vault.id, msgspec.msgpack.encode(state))

@@ -1,0 +1,208 @@
+"""Sync between two homes through one folder, in-process on real SQLite stores (issue 10): what arrives, conflicts
+and their copies, deletions and edits against them, partial and bad files, an emptied folder."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from memories.config import CryptoConfig
+from memories.daemon.keyring import Keyring
+from memories.daemon.vaults import Vaults
+from memories.errors import MemoriesError
+from memories.store import Store
+from memories.sync.engine import Sync
+from memories.sync.payload import PayloadKeys
+
+PASSPHRASE = "correct horse battery staple"
+SYNC_PASSPHRASE = "the sync passphrase"
+CHEAP = CryptoConfig(kdf_memory_kib=256, kdf_iterations=1, kdf_lanes=1)
+MARKER = "quokka-marker-51c3"
+
+
+class Device:
+    """One home: store, keys, vaults and sync, unlocked."""
+
+    def __init__(self, root: Path) -> None:
+        root.mkdir(mode=0o700)
+        self.home = root
+        self.store = Store(root / "memories.db")
+        self.keys = Keyring(self.store)
+        self.keys.init(PASSPHRASE, CHEAP)
+        self.vaults = Vaults(self.store, self.keys)
+        self.sync = Sync(self.store, self.keys, self.vaults, root, None)
+
+    def vault(self, name: str = "notes"):  # type: ignore[no-untyped-def]
+        return self.vaults.resolve(name)
+
+    def add(self, body: str, title: str = "T") -> str:
+        return self.vaults.add(self.vault(), "memory", "general", title, body.encode(), {})[0]
+
+    def update(self, record_id: str, body: str) -> None:
+        self.vaults.update(self.vault(), record_id, title=None, body=body.encode(), sensitivity=None, meta=None)
+
+    def body(self, record_id: str) -> str:
+        return self.vaults.read(self.vault(), record_id, None).body
+
+    def ids(self) -> set[str]:
+        return {s.id for s in self.vaults.summaries(self.vault(), None)}
+
+    def pull(self):  # type: ignore[no-untyped-def]
+        return self.sync.pull(self.vault())[0]
+
+    def push(self) -> None:
+        self.sync.push(self.vault())
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> tuple[Device, Device, Path]:
+    """A and B sharing ``tmp_path/folder``: A made vault ``notes`` and ``sync init``; B joined."""
+    a, b = Device(tmp_path / "a"), Device(tmp_path / "b")
+    folder = tmp_path / "folder"
+    a.vaults.create("notes", False)
+    assert a.sync.init(a.vault(), folder, SYNC_PASSPHRASE, CHEAP) == []
+    vault, _ = b.sync.join(folder, None, SYNC_PASSPHRASE)
+    assert (vault.id, vault.name) == (a.vault().id, "notes")
+    return a, b, folder
+
+
+def test_records_revisions_and_deletions_arrive_and_nothing_readable_leaves(pair: tuple[Device, Device, Path]) -> None:
+    a, b, folder = pair
+    kept, edited, gone = a.add(MARKER + " kept"), a.add("first"), a.add("doomed")
+    a.update(edited, "second")
+    a.push()
+    assert b.pull().imported == 4 and b.ids() == {kept, edited, gone}
+    assert b.body(kept) == MARKER + " kept" and b.vaults.read(b.vault(), edited, 1).body == "first"
+    a.vaults.delete(a.vault(), gone)
+    a.push()
+    state = b.pull()
+    assert b.ids() == {kept, edited} and state.imported == 1 and state.conflicts == []
+    for path in folder.rglob("*"):
+        if path.is_file():
+            assert MARKER.encode() not in path.read_bytes()
+            assert not path.name.endswith((".db", "-wal", "-shm", ".lock", ".sock"))
+    # The device's own pushes are no change for it; a second pull imports nothing.
+    assert a.pull().imported == 0 and b.pull().imported == 0
+
+
+def test_siblings_from_conflict_copies_are_kept_and_an_update_resolves_them(pair: tuple[Device, Device, Path]) -> None:
+    a, b, folder = pair
+    record = a.add("base")
+    a.push()
+    b.pull()
+    a.update(record, "from a")
+    b.update(record, "from b")
+    a.push()
+    b.push()
+    payloads = folder / "payloads"
+    [b_head] = [r.revision_id for r in [b.vaults.read(b.vault(), record, None)]]
+    original = payloads / f"{b_head}.rev"
+    shutil.copy(original, payloads / f"{b_head}.sync-conflict-20260301-101500-ABCDEFG.rev")
+    original.rename(payloads / f"{b_head} (conflicted copy 2026-03-01).rev")
+    state = a.pull()
+    assert state.conflicts == [record] and state.imported == 1
+    view = a.vaults.read(a.vault(), record, None)
+    assert view.conflict is not None and len(view.conflict.revisions) == 2 and not view.conflict.deleted
+    assert [s.conflict for s in a.vaults.summaries(a.vault(), None)] == [True]
+    with pytest.raises(MemoriesError) as caught:
+        a.vaults.read(a.vault(), record, 2)
+    assert caught.value.code == "ambiguous_revision"
+    a.update(record, "resolved")
+    a.push()
+    assert b.pull().conflicts == []
+    for device in (a, b):
+        view = device.vaults.read(device.vault(), record, None)
+        assert (view.body, view.revision, view.conflict) == ("resolved", 3, None)
+
+
+def test_a_delete_stays_deleted_an_offline_edit_is_a_conflict_and_an_empty_folder_deletes_nothing(
+    pair: tuple[Device, Device, Path],
+) -> None:
+    a, b, folder = pair
+    untouched, edited = a.add("one"), a.add("two")
+    a.push()
+    b.pull()
+    erased = a.vaults.read(a.vault(), untouched, None).revision_id
+    b.update(edited, "edited offline")
+    a.vaults.delete(a.vault(), untouched)
+    a.vaults.delete(a.vault(), edited)
+    a.push()
+    state = b.pull()
+    assert untouched not in b.ids() and state.conflicts == [edited]
+    view = b.vaults.read(b.vault(), edited, None)
+    assert view.body == "edited offline" and view.conflict is not None and view.conflict.deleted
+    b.push()
+    assert a.pull().conflicts == [edited] and a.body(edited) == "edited offline"
+    assert not (folder / "payloads" / f"{erased}.rev").exists()  # the push removed what the deletion erased
+
+    for path in (folder / "payloads").iterdir():
+        path.unlink()
+    assert b.pull().imported == 0 and b.ids() == {edited}
+
+
+def test_partial_files_wait_and_bad_payloads_are_listed_without_blocking_the_rest(
+    pair: tuple[Device, Device, Path],
+) -> None:
+    a, b, folder = pair
+    for n in range(100):
+        a.add(f"note {n}")
+    late = a.add("arrives late")
+    a.push()
+    payloads = folder / "payloads"
+    late_id = a.vaults.read(a.vault(), late, None).revision_id
+    whole = (payloads / f"{late_id}.rev").read_bytes()
+    (payloads / f"{late_id}.rev").write_bytes(whole[:100])
+    (payloads / ".syncthing.rec.rev.tmp").write_bytes(whole[: len(whole) // 2])
+    (payloads / "~syncthing~rec.rev.tmp").write_bytes(whole[: len(whole) // 2])
+    sample = next(p for p in sorted(payloads.iterdir()) if p.name.endswith(".rev") and p.stat().st_size > 100)
+    flipped = bytearray(sample.read_bytes())
+    flipped[-5] ^= 1
+    (payloads / "tampered.rev").write_bytes(bytes(flipped))
+    other = PayloadKeys(a.vault().id, os.urandom(32))
+    [revision] = a.vaults.sealed(a.vault(), [late_id])
+    (payloads / "other-key.rev").write_bytes(other.seal(revision))
+    (payloads / "truncated.rev").write_bytes(sample.read_bytes()[:-10])
+
+    state = b.pull()
+    assert state.imported == 100 and late not in b.ids()
+    assert {(f.file, f.reason, f.pending) for f in state.bad} == {
+        (f"{late_id}.rev", "truncated", True),
+        ("tampered.rev", "tampered", True),
+        ("other-key.rev", "other_key", True),
+        ("truncated.rev", "truncated", True),
+    }
+    (payloads / f"{late_id}.rev").write_bytes(whole)  # the rest arrives
+    state = b.pull()
+    assert late in b.ids() and state.imported == 1
+    assert {(f.file, f.reason, f.pending) for f in state.bad} == {
+        ("tampered.rev", "tampered", False),
+        ("other-key.rev", "other_key", False),
+        ("truncated.rev", "truncated", False),
+    }
+
+
+def test_one_folder_holds_one_vault_and_device_only_vaults_never_sync(tmp_path: Path, pair) -> None:  # type: ignore[no-untyped-def]
+    a, _, folder = pair
+    c = Device(tmp_path / "c")
+    c.vaults.create("notes", False)
+    with pytest.raises(MemoriesError) as caught:
+        c.sync.init(c.vault(), folder, SYNC_PASSPHRASE, CHEAP)
+    assert caught.value.code == "sync_folder_in_use" and a.vault().id in caught.value.message
+    secret = c.vaults.create("secret", True)
+    with pytest.raises(MemoriesError) as caught:
+        c.sync.init(secret, tmp_path / "other", SYNC_PASSPHRASE, CHEAP)
+    assert caught.value.code == "device_only_vault"
+    with pytest.raises(MemoriesError) as caught:
+        c.sync.join(folder, None, "not the sync passphrase")
+    assert caught.value.code == "bad_passphrase"
+    with pytest.raises(MemoriesError) as caught:
+        c.sync.join(folder, None, SYNC_PASSPHRASE)
+    assert caught.value.code == "vault_name_taken"
+    assert c.sync.join(folder, "shared", SYNC_PASSPHRASE)[0].name == "shared"
+    made_private = a.vaults.set_policy(a.vault(), True)
+    with pytest.raises(MemoriesError) as caught:
+        a.sync.push(made_private)
+    assert caught.value.code == "device_only_vault"
