@@ -94,7 +94,10 @@ def serve(home: Home) -> None:
         level=logging.DEBUG if os.environ.get("MEMORIES_DEBUG") else logging.WARNING,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
-    handlers = _Handlers(home, os.environ.get(TOKEN_ENV, ""))
+    # Bytes that are not UTF-8 come back from the environment as lone surrogates, which cannot be sent; as U+FFFD
+    # the token is judged by the daemon like any other malformed one (grant_invalid, its one message).
+    token = os.environ.get(TOKEN_ENV, "").encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    handlers = _Handlers(home, token)
     server: Server[Any] = Server(
         "memories",
         version=__version__,

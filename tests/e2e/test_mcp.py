@@ -146,6 +146,14 @@ def test_without_a_token_the_server_starts_and_every_call_is_grant_invalid(vault
     assert server.close()[0] == 0
 
 
+def test_a_token_that_is_not_utf8_is_grant_invalid_like_any_malformed_one(vault: HomeDir) -> None:
+    server = RawServer(vault, "mem_\udcff\udcfe" + "A" * 41)  # the bytes 0xff 0xfe in the environment
+    server.initialize()
+    result = server.call("memory_search", {"query": "x"})
+    assert result["isError"] and result["content"][0]["text"].startswith("grant_invalid: the grant token is not valid")
+    assert server.close()[0] == 0
+
+
 # -- acceptance 3: what a grant reaches -----------------------------------------------------------------------
 
 
