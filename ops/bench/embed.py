@@ -88,9 +88,14 @@ def corpus_chunks(limit: int, corpus: Path = CORPUS, seed: int = 7) -> list[str]
     :data:`~memories.rag.chunking.MAX_CHUNK_CHARS` code points each, of mixed token lengths (prose and code,
     Chinese and English, a shorter last chunk per note).
     """
-    chunks = [document_input(note.title, chunk.text) for note in load_notes(corpus) for chunk in note_chunks(note.body)]
-    random.Random(seed).shuffle(chunks)
-    return chunks[:limit]
+    return [document_input(title, text) for title, text in corpus_texts(limit, corpus, seed)]
+
+
+def corpus_texts(limit: int, corpus: Path = CORPUS, seed: int = 7) -> list[tuple[str, str]]:
+    """The ``(title, chunk text)`` pairs behind :func:`corpus_chunks`, in the same order."""
+    pairs = [(note.title, chunk.text) for note in load_notes(corpus) for chunk in note_chunks(note.body)]
+    random.Random(seed).shuffle(pairs)
+    return pairs[:limit]
 
 
 def bare_loop(
@@ -179,12 +184,16 @@ def daemon_throughput(
 ) -> dict[str, Any]:
     """``rag index`` through a real daemon (supervisor, index and embedding workers) on the same model and settings.
 
-    Each text becomes one record titled ``note <i>`` (one chunk each); the model is used as a ``local_model_dir``.
+    Each text (a chunk's text, at most one chunk long) becomes one record titled ``note <i>``, so the daemon embeds
+    exactly the inputs ``document_input("note <i>", text)`` that the bare loop is given (checked: a text the
+    chunker cut in two raises ``RuntimeError``). The model is used as a ``local_model_dir``, with a job budget of a
+    day so that a slow or shared machine finishes the run in one ``rag index``.
     Returns the throughput, the bare-loop throughput over the *same* model inputs (prefix, title and text), the
     resident and proportional memory (MiB) of the daemon and its workers after the run, with the embedding
     worker's peak, and the 1-minute load average before and after ``rag index`` (the machine may be shared).
     """
     config = (
+        f"[daemon]\njob_budget_seconds = 86400\n"
         f"[rag]\nlocal_model_dir = '{model_dir}'\nlocal_threads = {threads}\n"
         f"embed_batch_size = {batch_size}\nmax_tokens = {max_tokens}\n"
     )
@@ -200,6 +209,8 @@ def daemon_throughput(
         seconds = timed(lambda: home.client.request(RagIndex(vault="bench")))
         load_after = os.getloadavg()[0]
         status = home.cli("rag", "status", "bench")
+        if status["chunks"] != len(texts):
+            raise RuntimeError(f"{len(texts)} texts made {status['chunks']} chunks: the figures would not compare")
         pids = home.daemon_pids()
         embedding_pid = next(w["pid"] for w in home.cli("daemon", "status")["workers"] if w["name"] == "embedding")
         resident = resident_megabytes(pids)
@@ -247,9 +258,12 @@ def run(
 ) -> dict[str, Any]:
     """Every figure of the module docstring for the model in ``model_dir``, as a JSON-able dict (``daemon_only``:
     the settings and ``through_daemon`` alone)."""
-    inputs = corpus_chunks(chunks)
+    texts = corpus_texts(chunks)
+    inputs = [document_input(title, text) for title, text in texts]
     settings = {"model_dir": str(model_dir), "threads": threads, "batch_size": batch_size, "max_tokens": max_tokens}
-    through_daemon = daemon_throughput(model_dir, inputs, threads=threads, batch_size=batch_size, max_tokens=max_tokens)
+    through_daemon = daemon_throughput(
+        model_dir, [text for _, text in texts], threads=threads, batch_size=batch_size, max_tokens=max_tokens
+    )
     if daemon_only:
         return {**settings, "chunks": len(inputs), "through_daemon": through_daemon}
     embedder = LocalOnnxEmbedder(model_dir, threads=threads, max_tokens=max_tokens, batch_size=batch_size)

@@ -33,6 +33,10 @@ What it does, as a user would:
    tokens), every query with its query prompt, ranked by cosine; the same scoring. The product's ``vector`` row
    should be within 0.01 of it.
 
+After ``rag index`` it also records the summed PSS (``smaps_rollup``) of the daemon and its workers, the memory
+figure of issue 11 for the sample corpus, and the 1-minute load average before and after it (the machine may be
+shared). The JSON output adds, per row and query, nDCG@10 and the first three document ids.
+
 p50 latency is the median seconds of one search request (socket, supervisor, workers; the query embedding
 included in ``vector`` and ``hybrid``), shown in ms. Figures are for reading, never test assertions.
 """
@@ -60,7 +64,7 @@ from memories.models.embedding import document_input, query_input
 from memories.models.telemetry import disable_telemetry_environment
 from memories.protocol import RagIndex, RagSearch, SearchReport
 from ops.bench.embed import build_tiny_model
-from ops.bench.harness import BenchHome
+from ops.bench.harness import BenchHome, proportional_megabytes
 from ops.corpus import load_notes, load_queries
 
 MODES: tuple[tuple[str, str, bool], ...] = (
@@ -118,12 +122,15 @@ class Scores:
     recall: dict[str, float] = field(default_factory=dict)
     mrr: dict[str, float] = field(default_factory=dict)
     seconds: list[float] = field(default_factory=list)
+    top: dict[str, list[str]] = field(default_factory=dict)
+    """The first three document ids of each query's ranking."""
 
     def add(self, query: Query, ranked: Sequence[str], seconds: float | None = None) -> None:
         """Score one query's ranked document ids (duplicates already removed)."""
         self.ndcg[query.id] = ndcg_at(ranked, query.relevance)
         self.recall[query.id] = recall_at(ranked, query.relevance)
         self.mrr[query.id] = mrr_at(ranked, query.relevance)
+        self.top[query.id] = list(ranked[:3])
         if seconds is not None:
             self.seconds.append(seconds)
 
@@ -238,9 +245,12 @@ def run_product(benchmark: Benchmark, model_dir: Path, threads: int) -> tuple[di
         started = time.perf_counter()
         home.cli("rag", "ingest", "bench", str(folder), "--recursive", *excludes)
         ingest_seconds = time.perf_counter() - started
+        load_before = os.getloadavg()[0]
         started = time.perf_counter()
         home.client.request(RagIndex(vault="bench"))
         index_seconds = time.perf_counter() - started
+        load_after = os.getloadavg()[0]
+        pss = proportional_megabytes(home.daemon_pids())
         status = home.cli("rag", "status", "bench")
         if status["missing"]:
             raise RuntimeError(f"rag index left {status['missing']} chunks without a vector")
@@ -261,6 +271,8 @@ def run_product(benchmark: Benchmark, model_dir: Path, threads: int) -> tuple[di
         "chunks": status["chunks"],
         "ingest_seconds": ingest_seconds,
         "index_seconds": index_seconds,
+        "pss_mib_after_index": pss,
+        "load_average_1m": [load_before, load_after],
     }
     return rows, held
 
@@ -292,7 +304,8 @@ def run_bare(benchmark: Benchmark, model_dir: Path, threads: int) -> Scores:
 
 
 def report(benchmark: Benchmark, rows: dict[str, Scores]) -> dict[str, Any]:
-    """``{"set", "queries", "subsets": {subset: {row: {metric: value}}}, "p50_ms": {row: ms}}``."""
+    """``{"set", "queries", "subsets": {subset: {row: {metric: value}}}, "p50_ms": {row: ms}, "per_query": {row:
+    {query id: {"ndcg@10", "top"}}}}`` (``top``: the first three document ids)."""
     subsets: dict[str, list[str]] = {"all": [query.id for query in benchmark.queries]}
     for query in benchmark.queries:
         subsets.setdefault(query.subset, []).append(query.id)
@@ -305,6 +318,10 @@ def report(benchmark: Benchmark, rows: dict[str, Scores]) -> dict[str, Any]:
             for name, ids in subsets.items()
         },
         "p50_ms": {label: statistics.median(scores.seconds) * 1000 for label, scores in rows.items() if scores.seconds},
+        "per_query": {
+            label: {query: {"ndcg@10": scores.ndcg[query], "top": scores.top[query]} for query in scores.ndcg}
+            for label, scores in rows.items()
+        },
     }
 
 
@@ -329,7 +346,9 @@ def markdown(figures: dict[str, Any]) -> str:
     held = figures["index"]
     lines.append(
         f"Index: {held['records']} records, {held['chunks']} chunks; ingest {held['ingest_seconds']:.1f} s, "
-        f"rag index {held['index_seconds']:.1f} s."
+        f"rag index {held['index_seconds']:.1f} s; daemon and workers {held['pss_mib_after_index']:.0f} MiB PSS after "
+        f"rag index (1-minute load average {held['load_average_1m'][0]:.2f} before it, "
+        f"{held['load_average_1m'][1]:.2f} after)."
     )
     return "\n".join(lines)
 

@@ -1,4 +1,5 @@
-"""The quality benchmark end to end on the tiny model, bounded (issue 11): the code path, not the figures."""
+"""The quality and evidence-threshold benchmarks end to end on the tiny model, bounded (issues 11 and 8): the code
+paths, not the figures."""
 
 from __future__ import annotations
 
@@ -7,16 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from ops.bench import quality
+from ops.bench import evidence, quality
 from tests.fixtures.tiny_model import TinyModel
 
 pytest_plugins = ["tests.fixtures.tiny_model"]
 
 
-def test_quality_benchmark_runs_every_mode_and_the_bare_reference(
-    tmp_path: Path, tiny_model: TinyModel, capsys: pytest.CaptureFixture[str]
-) -> None:
-    folder = tmp_path / "set"
+def _write_set(folder: Path) -> None:
     folder.mkdir()
     words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet"]
     documents = [
@@ -28,6 +26,13 @@ def test_quality_benchmark_runs_every_mode_and_the_bare_reference(
     (folder / "queries.jsonl").write_text("".join(json.dumps(q, ensure_ascii=False) + "\n" for q in queries))
     qrels = "".join(f"en2en-{i}\ten-{i}\t1\n" for i in range(40))
     (folder / "qrels.tsv").write_text("query_id\tdoc_id\trelevance\n" + qrels)
+
+
+def test_quality_benchmark_runs_every_mode_and_the_bare_reference(
+    tmp_path: Path, tiny_model: TinyModel, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "set"
+    _write_set(folder)
 
     status = quality.main(
         [str(folder), "--model-dir", str(tiny_model.model_dir), "--docs", "100", "--queries", "30", "--json"]
@@ -41,3 +46,24 @@ def test_quality_benchmark_runs_every_mode_and_the_bare_reference(
     # Each query is its document's whole text, so BM25 finds it first: the record-level scoring is right.
     assert rows["bm25"] == {"ndcg@10": 1.0, "recall@10": 1.0, "mrr@10": 1.0}
     assert set(figures["p50_ms"]) == {"bm25", "vector", "hybrid", "hybrid --no-rerank"}
+
+
+def test_evidence_benchmark_reports_each_threshold_and_the_distributions(
+    tmp_path: Path, tiny_model: TinyModel, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "set"
+    _write_set(folder)
+    status = evidence.main(
+        [str(folder), "--model-dir", str(tiny_model.model_dir), "--docs", "100", "--queries", "30", "--json"]
+    )
+    assert status == 0
+    figures = json.loads(capsys.readouterr().out)["sets"]["set"]
+    assert [row["threshold"] for row in figures["thresholds"]] == list(evidence.THRESHOLDS)
+    assert all(0 <= row[key] <= 1 for row in figures["thresholds"] for key in ("recall", "precision", "false_evidence"))
+    # A higher bar never finds more: recall and false evidence can only fall as the threshold rises.
+    for key in ("recall", "false_evidence"):
+        values = [row[key] for row in figures["thresholds"]]
+        assert values == sorted(values, reverse=True), key
+    percentiles = figures["distributions"]["all"]["relevant"]
+    assert len(percentiles) == len(evidence.PERCENTILES) and percentiles == sorted(percentiles)
+    assert set(figures["distributions"]) == {"all", "en2en"}
