@@ -405,6 +405,10 @@ class DaemonStatus(_Message):
     queued_jobs: int
     running_jobs: int
     dropped_replies: int
+    """Worker replies that arrived for a step nobody waited for any more (cancelled, cut, locked away)."""
+    dropped_results: int
+    """Job results computed but withheld at acceptance: the job was cancelled, the home locked, or the vault changed
+    under an epoch-checked job (which then ran again)."""
     test_hooks: bool
     dumpable: bool | None = None
 

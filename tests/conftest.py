@@ -10,6 +10,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 pytest_plugins = [
     "tests.fixtures.daemon",
+    "tests.fixtures.middle",
     "tests.fixtures.servers",
     "tests.fixtures.model_servers",
     "tests.fixtures.tiny_model",

@@ -16,45 +16,69 @@ cancel scope, :mod:`memories.daemon.jobs`). Retrying generation may add provider
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from memories import protocol as p
 from memories import worker_protocol as w
+from memories.config import RagConfig
 from memories.daemon.backends import request_budget
+from memories.daemon.context import Handlers, RequestContext
 from memories.daemon.egress import refuse_device_only
-from memories.daemon.jobs import VaultJob
-from memories.daemon.server import Connection
+from memories.daemon.jobs import JobManager, VaultJob
+from memories.daemon.retrieval import Retrieval
+from memories.daemon.store_gate import StoreGate
+from memories.daemon.workers import WorkerHandle
 from memories.errors import MemoriesError
 from memories.limits import check_result_limit
 from memories.rag.answers import parse_answer, select_sources, user_prompt
 
-if TYPE_CHECKING:
-    from memories.daemon.supervisor import Daemon
-
 
 class Asking:
-    """The ``rag ask`` handler."""
+    """The ``rag ask`` handler.
 
-    def __init__(self, daemon: Daemon) -> None:
-        self._daemon = daemon
+    Args:
+        store: the store gate; jobs: the job queue; retrieval: the search it answers from; remote: the remote
+        worker (generation); rag: the ``[rag]`` settings (``generation``, ``http``); config_path: the config
+        file, named when ``[rag.generation]`` is missing; default_budget: seconds a remote request of a job
+        without a budget may take.
+    """
 
-    async def ask(self, request: p.RagAsk, conn: Connection) -> p.AskReport:
+    def __init__(
+        self,
+        store: StoreGate,
+        jobs: JobManager,
+        retrieval: Retrieval,
+        remote: WorkerHandle,
+        rag: RagConfig,
+        config_path: str,
+        default_budget: float,
+    ) -> None:
+        self._store = store
+        self._jobs = jobs
+        self._retrieval = retrieval
+        self._remote = remote
+        self._rag = rag
+        self._config_path = config_path
+        self._default_budget = default_budget
+
+    def handlers(self) -> Handlers:
+        """The requests this module answers."""
+        return {p.RagAsk: self.ask}
+
+    async def ask(self, request: p.RagAsk, ctx: RequestContext) -> p.AskReport:
         """Answer ``request.question`` from the vault (see the module docstring).
 
         Raises:
             MemoriesError: ``generation_not_configured``, ``device_only_vault``, ``invalid_model_output`` (with the
                 reason), the search's limits and the services' failures (``upstream_unavailable``, ``auth_failed``…).
         """
-        daemon = self._daemon
-        generation = daemon.config.rag.generation
+        generation = self._rag.generation
         if generation is None:
             raise MemoriesError(
                 "generation_not_configured",
                 f"`rag ask` needs a [rag.generation] table (protocol, url, model, api_key_env) in "
-                f"{daemon.home.config_path}; restart the daemon after adding it",
+                f"{self._config_path}; restart the daemon after adding it",
             )
         check_result_limit(request.limit)
-        vault = await daemon.resolve_unlocked(request.vault)
+        vault = await self._store.resolve_unlocked(request.vault)
         refuse_device_only(vault, generation.url, "rag.generation")
         search = p.RagSearch(
             vault=request.vault,
@@ -64,22 +88,22 @@ class Asking:
             cards_only=request.cards_only,
             no_rerank=request.no_rerank,
         )
-        job = daemon.jobs.new_job("ask", vault.id, vault.name)
-        conn.attach(job)
+        job = self._jobs.new_job("ask", vault.id, vault.name, epoch_checked=True)
+        ctx.attach(job)
 
         async def work(job: VaultJob) -> p.AskReport:
-            mode, hits = await daemon.retrieval.retrieve(job, vault, conn, search, evidence=True)
+            mode, hits = await self._retrieval.retrieve(job, vault, ctx, search, evidence=True)
             if not hits:
                 return _insufficient(mode, "retrieval")
             sources = select_sources([(hit.title, hit.text) for hit in hits], generation.max_context_chars)
             body = w.Generate(
                 service=generation,
-                http=daemon.config.rag.http,
+                http=self._rag.http,
                 user=user_prompt(request.question, sources),
-                budget_seconds=request_budget(job, daemon),
+                budget_seconds=request_budget(job, self._default_budget),
             )
-            daemon.remote_saw_vault_text()
-            reply = await job.call(daemon.workers["remote"], body)
+            self._remote.handed_vault_text()
+            reply = await job.call(self._remote, body)
             answer, labels = parse_answer(reply.text, [source.label for source in sources])
             if not labels:
                 return _insufficient(mode, "model")
@@ -87,7 +111,7 @@ class Asking:
             citations = [_citation(label, by_label[label]) for label in labels]
             return p.AskReport(status="answered", answer=answer, citations=citations, mode=mode)
 
-        return await daemon.jobs.run(job, work)
+        return await self._jobs.run(job, work)
 
 
 def _insufficient(mode: p.SearchMode, reason: str) -> p.AskReport:

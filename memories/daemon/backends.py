@@ -2,7 +2,7 @@
 
 One interface, two implementations::
 
-    backend.available()              can it embed at all (local: the model is installed; remote: always)
+    await backend.available()        can it embed at all (local: the model is installed; remote: always)
     await backend.space()            the vector space: key and input recipe (local: loads the model first)
     await backend.embed(job, inputs) one request's vectors, with inputs the service refused as too long
     await backend.embed_query(job, q) float32[dimension] bytes of the query vector
@@ -18,20 +18,18 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import trio
 
 from memories import protocol as p
 from memories import worker_protocol as w
-from memories.config import EmbeddingConfig
+from memories.config import EmbeddingConfig, HttpConfig, RagConfig
 from memories.daemon.jobs import Job
+from memories.daemon.models import Models
+from memories.daemon.workers import WorkerHandle
 from memories.errors import MemoriesError
 from memories.models.embedding import DOCUMENT_PREFIX, vector_space_key
 from memories.rag.answers import MIN_SIMILARITY
-
-if TYPE_CHECKING:
-    from memories.daemon.supervisor import Daemon
 
 LOCAL_RECIPE = w.InputRecipe(prefix=DOCUMENT_PREFIX)
 """EmbeddingGemma's document prompt ``title: {title} | text: `` (its model card, "Prompt instructions")."""
@@ -49,7 +47,11 @@ class Embedded:
 
 
 class LocalBackend:
-    """EmbeddingGemma in ``workers.embedding`` (:class:`memories.daemon.models.Models` loads and installs it)."""
+    """EmbeddingGemma in ``workers.embedding`` (:class:`memories.daemon.models.Models` loads and installs it).
+
+    Args:
+        models: the local model; batch_size: chunks per embedding batch (``[rag] embed_batch_size``).
+    """
 
     name = "local"
     egress_url: str | None = None
@@ -57,12 +59,12 @@ class LocalBackend:
     """Batches in flight at once: one (the model uses every thread it is given)."""
     min_similarity = MIN_SIMILARITY["local"]
 
-    def __init__(self, daemon: Daemon) -> None:
-        self._models = daemon.models
-        self.batch_size = daemon.config.rag.embed_batch_size
+    def __init__(self, models: Models, batch_size: int) -> None:
+        self._models = models
+        self.batch_size = batch_size
 
-    def available(self) -> bool:
-        return self._models.installed()
+    async def available(self) -> bool:
+        return await self._models.installed()
 
     async def space(self) -> w.VectorSpace:
         """Raises ``model_not_installed``, ``model_invalid``."""
@@ -83,10 +85,17 @@ class LocalBackend:
 
 
 class RemoteBackend:
-    """A ``gemini`` or ``compatible`` embedding service, called from ``workers.remote``."""
+    """A ``gemini`` or ``compatible`` embedding service, called from ``workers.remote``.
 
-    def __init__(self, daemon: Daemon, config: EmbeddingConfig) -> None:
-        self._daemon = daemon
+    Args:
+        config: ``[rag.embedding]``; http: ``[rag.http]``; remote: the remote worker (it is handed vault text).
+        default_budget: seconds a request of a job without a budget may take (``[daemon] job_budget_seconds``).
+    """
+
+    def __init__(self, config: EmbeddingConfig, http: HttpConfig, remote: WorkerHandle, default_budget: float) -> None:
+        self._http = http
+        self._remote = remote
+        self._default_budget = default_budget
         self.config = config
         self.name = config.protocol
         self.egress_url: str | None = config.url
@@ -113,7 +122,7 @@ class RemoteBackend:
         self._space = w.VectorSpace(key=vector_space_key(description), recipe=recipe)
         self._limiter = trio.CapacityLimiter(config.concurrency)
 
-    def available(self) -> bool:
+    async def available(self) -> bool:
         return True
 
     @property
@@ -142,15 +151,15 @@ class RemoteBackend:
     async def _call(self, job: Job, inputs: list[w.ModelInput], task: str) -> w.RemoteVectors:
         body = w.RemoteEmbed(
             service=self.config,
-            http=self._daemon.config.rag.http,
+            http=self._http,
             inputs=inputs,
             task=task,  # type: ignore[arg-type]
             dimension=self.dimension,
-            budget_seconds=request_budget(job, self._daemon),
+            budget_seconds=request_budget(job, self._default_budget),
         )
         async with self._limiter:
-            self._daemon.remote_saw_vault_text()
-            reply = await job.call(self._daemon.workers["remote"], body, budget=False, epoch=False)
+            self._remote.handed_vault_text()
+            reply = await job.call(self._remote, body, budget=False, epoch=False)
         if reply.ok:
             self._proven = True
             if self.dimension is None:
@@ -182,15 +191,17 @@ class RemoteBackend:
 EmbeddingBackend = LocalBackend | RemoteBackend
 
 
-def request_budget(job: Job, daemon: Daemon) -> float:
+def request_budget(job: Job, default: float) -> float:
     """Seconds a remote request of ``job`` may take: what is left of the job's budget (every attempt and wait of
-    the request stays within it), or ``[daemon] job_budget_seconds`` for a job without one."""
+    the request stays within it), or ``default`` (``[daemon] job_budget_seconds``) for a job without one."""
     if job.deadline is None:
-        return daemon.config.daemon.job_budget_seconds
+        return default
     return max(job.deadline - trio.current_time(), 0.001)
 
 
-def embedding_backend(daemon: Daemon) -> EmbeddingBackend:
-    """The backend ``config.toml`` selects: ``[rag.embedding]`` when present, else the local model."""
-    config = daemon.config.rag.embedding
-    return LocalBackend(daemon) if config is None else RemoteBackend(daemon, config)
+def embedding_backend(rag: RagConfig, models: Models, remote: WorkerHandle, default_budget: float) -> EmbeddingBackend:
+    """The backend ``config.toml`` selects: ``[rag.embedding]`` when present, else the local model (``models``)."""
+    config = rag.embedding
+    if config is None:
+        return LocalBackend(models, rag.embed_batch_size)
+    return RemoteBackend(config, rag.http, remote, default_budget)

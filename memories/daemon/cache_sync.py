@@ -13,19 +13,18 @@ an ineligible record behind. Then the query runs again.
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 import trio
 
 from memories import worker_protocol as w
 from memories.daemon.jobs import StaleEpoch, VaultJob
+from memories.daemon.store_gate import StoreGate
+from memories.daemon.workers import WorkerHandle
 from memories.errors import MemoriesError
 from memories.store import VaultRow
 
 R = TypeVar("R")
-
-if TYPE_CHECKING:
-    from memories.daemon.supervisor import Daemon
 
 SYNC_BATCH = 64
 """Records per sync step: a budget check between steps, and frames far below the worker frame limit."""
@@ -58,10 +57,16 @@ def too_large_error(vault: VaultRow, exc: MemoriesError) -> MemoriesError:
 
 
 class CacheSync:
-    """Calls to the index worker that first bring its cache of the vault to the job's epoch."""
+    """Calls to the index worker that first bring its cache of the vault to the job's epoch.
 
-    def __init__(self, daemon: Daemon) -> None:
-        self._daemon = daemon
+    Args:
+        store: the store gate (eligibility and decrypted records come from it).
+        index: the index worker.
+    """
+
+    def __init__(self, store: StoreGate, index: WorkerHandle) -> None:
+        self._store = store
+        self._index = index
         self._locks: dict[str, trio.Lock] = {}
         self._too_large: dict[str, str] = {}
 
@@ -77,7 +82,7 @@ class CacheSync:
                 the worker's failures; StaleEpoch: the vault changed during the job.
         """
         for _ in range(SYNC_ATTEMPTS):
-            reply = await job.call(self._daemon.workers["index"], body)
+            reply = await job.call(self._index, body)
             if not isinstance(reply, w.IndexStale):
                 return reply
             await self._sync(job, vault, reply.have)
@@ -96,20 +101,18 @@ class CacheSync:
             await self.call(job, vault, w.IndexAtEpoch(vault=vault.id, epoch=job.epoch))
 
     async def _sync(self, job: VaultJob, vault: VaultRow, have: dict[str, int] | None) -> None:
-        daemon = self._daemon
-        index = daemon.workers["index"]
         async with self._locks.setdefault(vault.id, trio.Lock()):
-            eligible = await daemon.db(daemon.vaults.eligible, vault)
+            eligible = await self._store.run(self._store.vaults.eligible, vault)
             held = have or {}
             deletes = [record_id for record_id in held if record_id not in eligible]
             changed = [record_id for record_id, revision in eligible.items() if held.get(record_id) != revision]
             batches = [changed[i : i + SYNC_BATCH] for i in range(0, len(changed), SYNC_BATCH)] or [[]]
             for number, batch in enumerate(batches):
                 final = number == len(batches) - 1
-                upserts = await daemon.db(daemon.vaults.index_records, vault, batch)
+                upserts = await self._store.run(self._store.vaults.index_records, vault, batch)
                 expected = {}
                 if final:  # without the records found damaged while decrypting (they are left out, R-44 holds)
-                    damaged = await daemon.db(daemon.vaults.damaged, vault)
+                    damaged = await self._store.run(self._store.vaults.damaged, vault)
                     expected = {rid: rev for rid, rev in eligible.items() if damaged.get(rid) != rev}
                 sync = w.IndexSync(
                     vault=vault.id,
@@ -121,7 +124,7 @@ class CacheSync:
                     expected=expected,
                 )
                 try:
-                    reply = await job.call(index, sync)
+                    reply = await job.call(self._index, sync)
                 except MemoriesError as exc:
                     if exc.code != "vault_too_large":
                         raise

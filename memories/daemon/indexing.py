@@ -15,31 +15,63 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import Any
 
 import trio
 
 from memories import protocol as p
 from memories import worker_protocol as w
+from memories.daemon.backends import EmbeddingBackend
+from memories.daemon.cache_sync import CacheSync
+from memories.daemon.context import Handlers, RequestContext
 from memories.daemon.egress import refuse_device_only
-from memories.daemon.jobs import StaleEpoch, VaultJob
-from memories.daemon.server import Connection
+from memories.daemon.jobs import JobManager, StaleEpoch, VaultJob
+from memories.daemon.store_gate import StoreGate
+from memories.daemon.workers import WorkerHandle
 from memories.errors import MemoriesError
 from memories.store import VaultRow
 
-if TYPE_CHECKING:
-    from memories.daemon.supervisor import Daemon
-
 log = logging.getLogger("memories.indexing")
+
+Spawn = Callable[..., None]
+"""Start a task in the daemon's nursery (``nursery.start_soon``): background jobs outlive their client."""
 
 
 class Indexing:
-    """``rag index`` and the embedding step of searches."""
+    """``rag index`` and the embedding step of searches.
 
-    def __init__(self, daemon: Daemon) -> None:
-        self._daemon = daemon
+    Args:
+        store: the store gate; jobs: the job queue; cache_sync: the index worker's caches.
+        backend: the embedding backend (local model or remote service; its batch size and concurrency).
+        index: the index worker (it names missing inputs and stores vectors).
+        cut_after_batches: test hooks only: an embedding round ends with ``budget_exceeded`` after this many
+            batches, as if its budget ran out there (``None`` without hooks).
+        spawn: starts background jobs in the daemon's nursery.
+    """
 
-    async def index(self, request: p.RagIndex, conn: Connection) -> p.IndexReport | p.JobStarted:
+    def __init__(
+        self,
+        store: StoreGate,
+        jobs: JobManager,
+        cache_sync: CacheSync,
+        backend: EmbeddingBackend,
+        index: WorkerHandle,
+        cut_after_batches: int | None,
+        spawn: Spawn,
+    ) -> None:
+        self._store = store
+        self._jobs = jobs
+        self._cache_sync = cache_sync
+        self._backend = backend
+        self._index = index
+        self._cut_after = cut_after_batches
+        self._spawn = spawn
+
+    def handlers(self) -> Handlers:
+        """The requests this module answers."""
+        return {p.RagIndex: self.index}
+
+    async def index(self, request: p.RagIndex, ctx: RequestContext) -> p.IndexReport | p.JobStarted:
         """``rag index``: embed every missing chunk; ``--background`` keeps going in budgeted rounds until the
         vault is embedded, the job is cancelled or the home is locked.
 
@@ -47,33 +79,35 @@ class Indexing:
             MemoriesError: ``device_only_vault``, ``model_not_installed``, ``model_invalid``, ``budget_exceeded``
                 (details ``embedded_now``, ``reused``, ``missing``) and the workers' failures.
         """
-        daemon = self._daemon
-        vault = await daemon.resolve_unlocked(request.vault)
-        backend = daemon.embedding
+        vault = await self._store.resolve_unlocked(request.vault)
+        backend = self._backend
         refuse_device_only(vault, backend.egress_url, "rag.embedding")
         space = await backend.space()
-        conn.warnings.extend(backend.load_warnings())
-        job = daemon.jobs.new_job("index", vault.id, vault.name)
+        ctx.warnings.extend(backend.load_warnings())
+        if request.background:
+            return p.JobStarted(job_id=self.start_background(vault, space).id)
+        job = self._jobs.new_job("index", vault.id, vault.name, epoch_checked=False)
+        ctx.attach(job)
+        return await self._jobs.run(job, lambda job: self.embed_missing(job, vault, space))
 
-        async def work(job: VaultJob) -> p.IndexReport:
-            return await self.embed_missing(job, vault, space)
-
-        if not request.background:
-            conn.attach(job)
-            return await daemon.jobs.run(job, work)
+    def start_background(self, vault: VaultRow, space: w.VectorSpace) -> VaultJob:
+        """Embed the vault in the daemon's nursery, in budgeted rounds, with no client: each round that runs out of
+        budget asks for a fresh one, explicitly. Its outcome is visible in ``memories jobs``. The caller checked
+        the device-only policy."""
+        job = self._jobs.new_job("index", vault.id, vault.name, epoch_checked=False)
 
         async def rounds(job: VaultJob) -> p.IndexReport:
             while True:
                 try:
-                    return await work(job)
+                    return await self.embed_missing(job, vault, space)
                 except MemoriesError as exc:
                     if exc.code != "budget_exceeded":
                         raise
                     log.info("background index job %s: round over budget; starting another", job.id)
-                    job.start_round()
+                    job.fresh_round()
 
-        daemon.spawn(_run_in_background, daemon, job, rounds)
-        return p.JobStarted(job_id=job.id)
+        self._spawn(_run_in_background, self._jobs, job, rounds)
+        return job
 
     async def embed_missing(self, job: VaultJob, vault: VaultRow, space: w.VectorSpace) -> p.IndexReport:
         """Embed every chunk of ``vault`` without a vector in ``space``: per step up to ``concurrency`` batches of
@@ -86,9 +120,8 @@ class Indexing:
         Raises:
             MemoriesError: ``budget_exceeded`` (details as above) and the failures of the workers.
         """
-        daemon = self._daemon
-        backend = daemon.embedding
-        cut_after = daemon.hooks.cut_after_batches if daemon.hooks else None
+        backend = self._backend
+        cut_after = self._cut_after
         counts = {"embedded_now": 0, "reused": 0, "missing": 0}
         batches = 0
         try:
@@ -96,7 +129,7 @@ class Indexing:
                 limit = backend.batch_size * backend.concurrency
                 ask = w.IndexMissing(vault=vault.id, epoch=job.epoch, space=space, limit=limit)
                 try:
-                    missing = await daemon.cache_sync.call(job, vault, ask)
+                    missing = await self._cache_sync.call(job, vault, ask)
                 except StaleEpoch:  # an edit during a long run: vectors are content-addressed, so go on
                     job.adopt_current_epoch()
                     continue
@@ -130,10 +163,10 @@ class Indexing:
         counts: dict[str, int],
     ) -> None:
         """Embed and store one batch of ``plan`` (inputs ``start .. start + batch_size``)."""
-        daemon = self._daemon
-        keys = plan.keys[start : start + daemon.embedding.batch_size]
-        inputs = plan.inputs[start : start + daemon.embedding.batch_size]
-        embedded = await daemon.embedding.embed(job, inputs)
+        batch_size = self._backend.batch_size
+        keys = plan.keys[start : start + batch_size]
+        inputs = plan.inputs[start : start + batch_size]
+        embedded = await self._backend.embed(job, inputs)
         store = w.IndexStoreVectors(
             vault=vault.id,
             space_key=space.key,
@@ -142,9 +175,10 @@ class Indexing:
             dimension=embedded.dimension,
             failed={keys[index]: reason for index, reason in embedded.failed.items()},
         )
-        stored = await job.call(daemon.workers["index"], store, budget=False, epoch=False)
+        stored = await job.call(self._index, store, budget=False, epoch=False)
         if isinstance(stored, w.VectorsStored):  # else the vault left the cache: the next ask rebuilds
             counts["embedded_now"] += stored.stored
+            counts["missing"] -= stored.stored  # so a budget stop before the next ask reports it right
 
 
 async def _all(steps: list[Awaitable[None]]) -> None:
@@ -178,12 +212,10 @@ def _over_budget(job: VaultJob, counts: dict[str, int]) -> MemoriesError:
     )
 
 
-async def _run_in_background(
-    daemon: Daemon, job: VaultJob, work: Callable[[VaultJob], Awaitable[p.IndexReport]]
-) -> None:
+async def _run_in_background(jobs: JobManager, job: VaultJob, work: Callable[[VaultJob], Awaitable[Any]]) -> None:
     """Run a background job; its outcome is visible in ``memories jobs`` and never raised into the daemon."""
     try:
-        await daemon.jobs.run(job, work)
+        await jobs.run(job, work)
     except MemoriesError as exc:
         log.info("background job %s ended: %s", job.id, exc.code)
     except Exception as exc:  # recorded as internal_error by the job manager; the daemon must keep serving

@@ -19,23 +19,21 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pathspec
 import trio
 
 from memories import protocol as p
-from memories.daemon.jobs import Job
-from memories.daemon.server import Connection
+from memories.daemon.cache_sync import CacheSync
+from memories.daemon.context import Handlers, RequestContext
+from memories.daemon.jobs import Epochs, JobManager, VaultJob
+from memories.daemon.store_gate import StoreGate
 from memories.daemon.vaults import Origin, Vaults, split_tags
 from memories.errors import MemoriesError
 from memories.files import FileTooLarge, NotRegularFile, read_regular_file
 from memories.limits import MAX_BODY_BYTES, MAX_TITLE_BYTES, body_too_large
 from memories.rag.notes import front_matter_tags, note_title, truncate_utf8
 from memories.store import VaultRow
-
-if TYPE_CHECKING:
-    from memories.daemon.supervisor import Daemon
 
 TEXT_SUFFIXES = frozenset({".md", ".markdown", ".txt"})
 
@@ -78,27 +76,46 @@ class _Note:
 
 
 class Ingest:
-    """The ingest job of the daemon."""
+    """The ingest job of the daemon.
 
-    def __init__(self, daemon: Daemon) -> None:
-        self._daemon = daemon
+    Args:
+        store: the store gate; jobs: the job queue; cache_sync: the index worker's caches, refreshed after an
+        ingest; epochs: bumped for every card stored.
+    """
 
-    async def run(self, request: p.RagIngest, conn: Connection) -> p.IngestReport:
-        daemon = self._daemon
-        vault = await daemon.resolve_unlocked(request.vault)
-        if request.title is not None and (len(request.paths) != 1 or os.path.isdir(request.paths[0])):
+    def __init__(self, store: StoreGate, jobs: JobManager, cache_sync: CacheSync, epochs: Epochs) -> None:
+        self._store = store
+        self._jobs = jobs
+        self._cache_sync = cache_sync
+        self._epochs = epochs
+
+    def handlers(self) -> Handlers:
+        """The requests this module answers."""
+        return {p.RagIngest: self.run}
+
+    async def run(self, request: p.RagIngest, ctx: RequestContext) -> p.IngestReport:
+        """``rag ingest``: one result per path found.
+
+        A job stopped mid-way (cancel, lock, budget) keeps the cards it stored; its error's ``details`` list them
+        (``stored``: ``path``, ``id``, ``revision``, ``status`` of each).
+        """
+        vault = await self._store.resolve_unlocked(request.vault)
+        if request.title is not None and (
+            len(request.paths) != 1 or await trio.to_thread.run_sync(os.path.isdir, request.paths[0])
+        ):
             raise MemoriesError("invalid_argument", "--title needs exactly one file")
         relative = [path for path in request.paths if not os.path.isabs(path)]
         if relative:
             raise MemoriesError("invalid_argument", f"paths must be absolute, not {relative[0]!r}")
         _exclusions(request.exclude)  # a malformed pattern is the caller's error, before any work
-        job = daemon.jobs.new_job("ingest", vault.id, vault.name)
-        conn.attach(job)
+        job = self._jobs.new_job("ingest", vault.id, vault.name, epoch_checked=False)
+        ctx.attach(job)
 
-        async def work(job: Job) -> p.IngestReport:
+        async def work(job: VaultJob) -> p.IngestReport:
             walked = await trio.to_thread.run_sync(_walk, request, abandon_on_cancel=True)
             total = sum(isinstance(item, _Candidate) for item in walked)
             results: list[p.IngestResult] = []
+            stored: list[dict[str, object]] = job.details.setdefault("stored", [])
             done = 0
             job.progress(done, total, "files")
             for item in walked:  # results in the order the paths were given and walked
@@ -106,40 +123,45 @@ class Ingest:
                     results.append(item)
                     continue
                 job.check_budget({"done": done, "total": total})
-                results.append(await self._ingest_one(vault, item, request.title))
+                result = await self._ingest_one(vault, item, request.title)
+                results.append(result)
+                if result.id is not None:
+                    stored.append(
+                        {"path": result.path, "id": result.id, "revision": result.revision, "status": result.status}
+                    )
                 done += 1
                 job.progress(done, total, "files")
             over_limit = None
             if any(result.status in ("added", "updated", "moved") for result in results):
                 try:
-                    await daemon.cache_sync.refresh(job, vault)
+                    await self._cache_sync.refresh(job, vault)
                 except MemoriesError as exc:  # the cards are stored; the index is rebuilt at the next search
                     if exc.code != "vault_too_large":
-                        conn.warnings.append(
+                        ctx.warnings.append(
                             f"the cards are stored, but the search index is not up to date: {exc.message}"
                         )
                     else:
                         over_limit = p.ErrorInfo(code=exc.code, message=exc.message, details=exc.details)
             return p.IngestReport(results=results, over_limit=over_limit)
 
-        return await daemon.jobs.run(job, work)
+        return await self._jobs.run(job, work)
 
     async def _ingest_one(self, vault: VaultRow, candidate: _Candidate, title: str | None) -> p.IngestResult:
         path = str(candidate.path)
         try:
             # Abandoned on cancel: a read stuck on a hung file system must not hold the job (or the daemon).
             note = await trio.to_thread.run_sync(_read_note, candidate, title, abandon_on_cancel=True)
-            record_id, revision, status = await self._daemon.db(self._store, vault, candidate.source, note)
+            record_id, revision, status = await self._store.run(self._store_note, vault, candidate.source, note)
         except MemoriesError as exc:
             error = p.ErrorInfo(code=exc.code, message=exc.message)
             return p.IngestResult(path=path, source=candidate.source, status="refused", error=error)
         if status != "unchanged":
-            self._daemon.content_changed(vault)
+            self._epochs.bump(vault.id)
         return p.IngestResult(path=path, source=candidate.source, status=status, id=record_id, revision=revision)
 
-    def _store(self, vault: VaultRow, source: str, note: _Note) -> tuple[str, int, p.IngestStatus]:
+    def _store_note(self, vault: VaultRow, source: str, note: _Note) -> tuple[str, int, p.IngestStatus]:
         """Add the card, add a revision to the card of the same file, or leave it as it is (in a thread)."""
-        vaults = self._daemon.vaults
+        vaults = self._store.vaults
         body = note.body.encode("utf-8")
         origin = Origin(path=note.path, sha256=hashlib.sha256(body).hexdigest())
         meta = {"source": source}

@@ -1,19 +1,29 @@
-"""Jobs: the unit of work that needs workers, with a budget, a cancel scope and the epochs it started from.
+"""Jobs: the one gate every piece of work that needs workers passes (R-27, R-44, R-45).
 
 ::
 
-    queued ──(a running slot frees)──▶ running ──▶ done | failed(code) | cancelled
+    queued ──(a running slot frees)──▶ running ──(acceptance check)──▶ done
+                                          │
+                                          └──▶ failed(code) | cancelled      (the result, if any, is dropped)
 
-- **Budget** (R-27): each run gets ``job_budget_seconds``; :meth:`Job.call` checks it before every worker step,
-  so a step in flight finishes (its result, such as an embedding batch, is kept) and the job then ends with
-  ``budget_exceeded``. The job's cancel scope also carries a hard deadline ``budget + STEP_GRACE`` for a step that
-  never returns.
-- **Cancellation**: ``jobs cancel``, lock and a client that hangs up cancel the job's scope; the pending worker
-  call is abandoned and its late reply dropped (:mod:`memories.daemon.workers`).
-- **Epochs** (R-44): each vault has a state epoch, bumped by every change of its content or policy and by lock. A
-  job captures its vault's epoch when a run starts and re-checks it on every worker reply; a stale reply raises
-  :class:`StaleEpoch`, the run's result is dropped and the run starts again from the new state (at most
-  ``MAX_RERUNS`` times, then ``vault_changed``).
+- **One cancel scope per job, for its whole budget.** A job's deadline is set once, when it starts running:
+  ``job_budget_seconds`` for the whole job, whatever reruns it needs. Only a ``--background`` job asks for fresh
+  rounds, explicitly (:meth:`Job.fresh_round`). Before every worker step the budget is checked, so no step starts
+  after the deadline; a step already in flight may finish and store its batch within :data:`GRACE`, the only grace
+  there is, after which the scope cuts it (and the stuck worker is restarted).
+- **Cuts.** ``jobs cancel``, lock, a client hanging up, and (with grants) revoke and expiry call :meth:`Job.cut`
+  with the error the job ends with: the scope is cancelled at once, with no grace.
+- **Translation at the boundary.** :meth:`JobManager.run` is the one place where a cancelled scope becomes an
+  error: the cut's error (``cancelled``, ``vault_locked``, ``vault_changed``, ``grant_revoked``,
+  ``grant_expired``), or ``budget_exceeded`` for the deadline; ``details`` say how far the job got and carry the
+  job's own :attr:`Job.details` (the cards an ingest already stored).
+- **One acceptance check.** Just before a result is accepted: no cut requested, the home not locked, the job's
+  guards (a grant's auth epoch and expiry, added by the grant layer) and, for epoch-checked jobs (search, ask),
+  the vault epoch. A result that fails it is dropped and counted (``dropped_results`` in ``daemon status``); a
+  stale epoch runs the job again within its budget.
+- **Epochs** are captured when a job is created and re-captured only through :meth:`VaultJob.adopt_current_epoch`:
+  by a rerun after a stale epoch, by a job adopting its own writes (ingest), and by content-addressed work that
+  stays valid across unrelated edits (embedding).
 """
 
 from __future__ import annotations
@@ -39,19 +49,23 @@ T = TypeVar("T")
 R = TypeVar("R")
 J = TypeVar("J", bound="Job")
 
-STEP_GRACE = 30.0
-"""Seconds a step already in flight may run past the budget before the cancel scope cuts it."""
+GRACE = 30.0
+"""Seconds a step in flight at the budget deadline may still run (and store its batch) before the cancel scope cuts
+it. A step running that far past the budget means a stuck worker; it is restarted."""
 
 PROGRESS_INTERVAL = 0.1
 """Seconds between progress events sent to a client."""
 
-MAX_RERUNS = 3
 MAX_RUNNING = 4
 HISTORY = 50
 
+Guard = Callable[[], MemoriesError | None]
+"""A condition checked when a job's result is about to be accepted: the error the job ends with instead, or
+``None``. The grant layer adds one per job run for an AI client (auth epoch and expiry)."""
+
 
 class StaleEpoch(Exception):
-    """A worker reply belongs to an older state of the vault than the current one."""
+    """The vault changed since the job captured its epoch: the run's work is from an older state."""
 
 
 class Epochs:
@@ -80,7 +94,14 @@ class Epochs:
 
 class Job:
     """One job. ``vault_id`` (and ``vault_name``, as it was when the job started) is ``None`` for jobs that touch no
-    vault (model install)."""
+    vault (model install); ``budget`` ``None`` for jobs bounded otherwise (model install: per file).
+
+    Attributes:
+        details: facts the job's work records as it goes (the cards an ingest stored), added to the ``details``
+            of the error the job ends with.
+        guards: conditions of the acceptance check besides cut, lock and epoch (see :data:`Guard`).
+        finished: set once the job is done, failed or cancelled.
+    """
 
     def __init__(
         self, job_id: int, kind: str, vault_id: str | None, budget: float | None, vault_name: str | None = None
@@ -97,12 +118,12 @@ class Job:
         self.budget = budget
         self.deadline: float | None = None
         self.scope = trio.CancelScope()
-        self.cancel_code: str | None = None
-        self.cancel_reason: str | None = None
         self.finished = trio.Event()
-        """Set once the job is done, failed or cancelled."""
         self.listeners: list[Callable[[p.Progress], None]] = []
+        self.details: dict[str, Any] = {}
+        self.guards: list[Guard] = []
         self.interrupted_step: WorkerHandle | None = None
+        self._cut: MemoriesError | None = None
         self._last_event = -math.inf
 
     def info(self) -> p.JobInfo:
@@ -119,20 +140,31 @@ class Job:
             unit=self.unit,
         )
 
-    def start_round(self) -> None:
-        """A fresh budget (a background job runs several rounds)."""
+    @property
+    def active(self) -> bool:
+        return self.state in ("queued", "running")
+
+    def fresh_round(self) -> None:
+        """Start a fresh budget (the job's first, when it starts running; later only a ``--background`` job asks for
+        another, explicitly)."""
         if self.budget is not None:
             self.deadline = trio.current_time() + self.budget
-            self.scope.deadline = self.deadline + STEP_GRACE
+            self.scope.deadline = self.deadline + GRACE
 
-    def cancel(self, code: str, reason: str | None = None) -> None:
-        """Cancel the job's scope; ``code`` (``cancelled``, ``vault_locked``) becomes its error, and ``reason``
-        (``"the daemon is stopping"``) starts its message when given. Idempotent: the first cancel wins."""
-        if self.state in ("queued", "running"):
-            if self.cancel_code is None:
-                self.cancel_code = code
-                self.cancel_reason = reason
+    def cut(self, error: MemoriesError) -> None:
+        """Stop the job now, with no grace: its scope is cancelled and it ends with ``error`` (the first cut wins).
+        For ``jobs cancel``, lock, a client hanging up, the daemon stopping, and a grant's revocation or expiry.
+        Idempotent."""
+        if self.active:
+            if self._cut is None:
+                self._cut = error
             self.scope.cancel()
+
+    def cancel(self, code: str = "cancelled", reason: str | None = None) -> None:
+        """:meth:`cut` with the stable message of ``code`` (``cancelled``, ``vault_locked``, ``vault_changed``);
+        ``reason`` (``"the daemon is stopping"``) starts the message when given."""
+        message = _CUT_MESSAGES.get(code, f"job {self.id} was stopped")
+        self.cut(MemoriesError(code, f"{reason}; {message}" if reason else message))
 
     def progress(self, done: int, total: int | None, unit: str, note: str | None = None) -> None:
         """Record progress; tell listeners at most every :data:`PROGRESS_INTERVAL` seconds, at the end, and
@@ -151,12 +183,12 @@ class Job:
         return False
 
     def check_budget(self, details: dict[str, Any] | None = None) -> None:
-        """Raises ``budget_exceeded`` once the round's deadline has passed."""
+        """Raises ``budget_exceeded`` once the deadline has passed: no step starts after it."""
         if self.deadline is not None and trio.current_time() >= self.deadline:
             raise MemoriesError(
                 "budget_exceeded",
                 f"the job ran past its budget of {self.budget:g} s; run it again to continue where it stopped",
-                details,
+                {**self.details, **(details or {})},
             )
 
     async def call(
@@ -171,7 +203,7 @@ class Job:
         """One worker step: budget check before it, epoch check on its reply.
 
         Args:
-            budget: check the budget first (off for storing results that are already paid for).
+            budget: check the budget first (off for storing results that are already paid for: that is the grace).
             epoch: drop the reply if the vault changed meanwhile (off for content-addressed results).
 
         Raises:
@@ -182,51 +214,102 @@ class Job:
         try:
             reply = await worker.call(body, on_progress)
         except trio.Cancelled:
-            self.interrupted_step = worker  # if the hard deadline cut it, that worker is stuck
+            self.interrupted_step = worker  # if the deadline cut it, that worker is stuck
             raise
         if epoch and self.stale():
             raise StaleEpoch
         return reply
 
+    def stopped(self) -> MemoriesError:
+        """The error of a job whose scope was cancelled: the cut's, or ``budget_exceeded`` for the deadline, with
+        how far the job got (work done so far is kept) and the job's :attr:`details`."""
+        details = {"done": self.done, "total": self.total, "unit": self.unit, **self.details}
+        progress = f" after {self.done} of {self.total} {self.unit}" if self.unit else ""
+        if self._cut is not None:
+            return MemoriesError(self._cut.code, self._cut.message + progress, {**details, **self._cut.details})
+        if self.interrupted_step is not None:
+            stuck = self.interrupted_step
+            log.warning("job %s: the %s worker is stuck in a step; restarting it", self.id, stuck.name)
+            stuck.kill()
+        message = f"a step ran far past the job's budget of {self.budget:g} s{progress}"
+        return MemoriesError("budget_exceeded", message, details)
+
+
+_CUT_MESSAGES = {
+    "cancelled": "the job was cancelled",
+    "vault_locked": "the home was locked while the job ran",
+    "vault_changed": "the vault changed while the job ran; try again",
+    "grant_revoked": "the grant was revoked while the call ran",
+}
+
 
 class VaultJob(Job):
-    """A job on one vault: it works at the vault's epoch captured when a round starts."""
+    """A budgeted job on one vault, at the vault epoch captured when it was created.
+
+    ``epoch_checked`` jobs (search, ask) deliver a result only from the epoch current at acceptance; the others
+    (ingest, index) are checked for cut and lock only, since their work stays valid across edits.
+    """
 
     def __init__(
-        self, job_id: int, kind: str, vault_id: str, vault_name: str, epochs: Epochs, budget: float | None
+        self,
+        job_id: int,
+        kind: str,
+        vault_id: str,
+        vault_name: str,
+        epochs: Epochs,
+        budget: float,
+        *,
+        epoch_checked: bool,
     ) -> None:
         super().__init__(job_id, kind, vault_id, budget, vault_name)
         self.vault_id: str = vault_id
+        self.epoch_checked = epoch_checked
         self._epochs = epochs
         self.epoch = epochs.get(vault_id)
 
-    def start_round(self) -> None:
-        """Capture the vault epoch and a fresh budget."""
-        self.epoch = self._epochs.get(self.vault_id)
-        super().start_round()
-
     def adopt_current_epoch(self) -> None:
-        """Take the vault's current epoch as the job's own (after the job's own writes, such as an ingest's)."""
+        """The one way to re-capture the epoch: a rerun after a stale epoch, a job adopting its own writes
+        (ingest), or content-addressed work that stays valid across unrelated edits (embedding)."""
         self.epoch = self._epochs.get(self.vault_id)
+
+    def fresh_round(self) -> None:
+        """A fresh budget, at the vault's current epoch."""
+        self.adopt_current_epoch()
+        super().fresh_round()
 
     def stale(self) -> bool:
         return self.epoch != self._epochs.get(self.vault_id)
 
 
 class JobManager:
-    """The queue: at most :data:`MAX_RUNNING` jobs run at once, the others wait in ``queued``."""
+    """The queue and the gate: at most :data:`MAX_RUNNING` jobs run at once, the others wait in ``queued``.
 
-    def __init__(self, epochs: Epochs, budget: Callable[[], float]) -> None:
+    Args:
+        epochs: the vault epochs.
+        budget: the current ``job_budget_seconds``.
+        locked: whether the home is locked now (the acceptance check of vault jobs).
+
+    Attributes:
+        dropped_results: results computed but not delivered: the job was cut, the home locked, a guard failed or
+            the vault changed at acceptance (``dropped_results`` of ``daemon status``).
+    """
+
+    def __init__(self, epochs: Epochs, budget: Callable[[], float], locked: Callable[[], bool]) -> None:
         self._epochs = epochs
         self._budget = budget
+        self._locked = locked
         self._ids = itertools.count(1)
         self._slots = trio.CapacityLimiter(MAX_RUNNING)
         self._active: dict[int, Job] = {}
         self._history: deque[Job] = deque(maxlen=HISTORY)
+        self.dropped_results = 0
 
-    def new_job(self, kind: str, vault_id: str, vault_name: str) -> VaultJob:
-        """A budgeted job on one vault (its name is kept for ``memories jobs``)."""
-        job = VaultJob(next(self._ids), kind, vault_id, vault_name, self._epochs, self._budget())
+    def new_job(self, kind: str, vault_id: str, vault_name: str, *, epoch_checked: bool) -> VaultJob:
+        """A job on one vault with the job budget; its epoch is captured now (its name is kept for
+        ``memories jobs``)."""
+        job = VaultJob(
+            next(self._ids), kind, vault_id, vault_name, self._epochs, self._budget(), epoch_checked=epoch_checked
+        )
         self._active[job.id] = job
         return job
 
@@ -237,28 +320,57 @@ class JobManager:
         return job
 
     async def run(self, job: J, work: Callable[[J], Awaitable[T]]) -> T:
-        """Run ``work`` as ``job`` to its end; its result, or the job's error raised as MemoriesError."""
+        """Run ``work`` as ``job`` to its end: its result once accepted, or the job's error raised as MemoriesError.
+
+        A run whose result meets a stale epoch (on a worker reply, or at acceptance) is run again within the same
+        budget.
+        """
         try:
             with job.scope:
                 async with self._slots:
                     job.state = "running"
-                    for _ in range(MAX_RERUNS + 1):
-                        job.start_round()
+                    job.fresh_round()
+                    while True:
                         try:
                             result = await work(job)
+                            self._accept(job)
                         except StaleEpoch:
-                            log.info("job %s: vault changed during the run; running again", job.id)
+                            job.check_budget()
+                            log.info("job %s: the vault changed during the run; running again", job.id)
+                            if isinstance(job, VaultJob):
+                                job.adopt_current_epoch()
                             continue
                         self._finish(job, "done", None)
                         return result
-                    raise MemoriesError("vault_changed", "the vault kept changing while the job ran; try again")
-            raise self._cancelled(job)
+            raise job.stopped()  # the scope swallowed the cancellation of a cut or of the deadline
         except MemoriesError as exc:
             self._finish(job, "cancelled" if exc.code == "cancelled" else "failed", exc)
             raise
         except BaseException:
             self._finish(job, "failed", MemoriesError("internal_error", "the job failed unexpectedly"))
             raise
+
+    def _accept(self, job: Job) -> None:
+        """The acceptance check, just before a result is delivered.
+
+        Raises:
+            MemoriesError: the cut's error (cancel, lock), ``vault_locked``, or a guard's error; StaleEpoch: an
+                epoch-checked job's vault changed.
+        """
+        problem: MemoriesError | None = None
+        if job.scope.cancel_called:
+            problem = job.stopped()
+        elif job.vault_id is not None and self._locked():
+            problem = MemoriesError("vault_locked", "the home was locked while the job ran")
+        else:
+            problem = next((error for guard in job.guards if (error := guard()) is not None), None)
+        if problem is None and isinstance(job, VaultJob) and job.epoch_checked and job.stale():
+            self.dropped_results += 1
+            raise StaleEpoch
+        if problem is not None:
+            self.dropped_results += 1
+            log.info("job %s: result dropped at acceptance (%s)", job.id, problem.code)
+            raise problem
 
     def cancel(self, job_id: int, code: str = "cancelled") -> Job:
         """Cancel an active job; raises ``job_not_found`` for an unknown or finished job."""
@@ -279,10 +391,14 @@ class JobManager:
             await job.finished.wait()
 
     def cancel_where(self, code: str, vault_id: str | None = None) -> None:
-        """Cancel every active job (of one vault when ``vault_id`` is given, else of every vault)."""
+        """Cut every active vault job (of one vault when ``vault_id`` is given) with ``code``."""
         for job in list(self._active.values()):
             if job.vault_id is not None and vault_id in (None, job.vault_id):
                 job.cancel(code)
+
+    def active_jobs(self, kind: str, vault_id: str) -> list[Job]:
+        """The queued and running jobs of ``kind`` on the vault."""
+        return [j for j in self._active.values() if j.kind == kind and j.vault_id == vault_id]
 
     def listing(self) -> list[p.JobInfo]:
         return [j.info() for j in self._history] + [j.info() for j in self._active.values()]
@@ -294,23 +410,6 @@ class JobManager:
 
     def running(self) -> bool:
         return bool(self._active)
-
-    @staticmethod
-    def _cancelled(job: Job) -> MemoriesError:
-        """The error of a job whose scope was cancelled, saying how far it got (work done so far is kept)."""
-        details = {"done": job.done, "total": job.total, "unit": job.unit}
-        progress = f" after {job.done} of {job.total} {job.unit}" if job.unit else ""
-        if job.cancel_code == "vault_locked":
-            return MemoriesError("vault_locked", f"the home was locked while the job ran{progress}", details)
-        if job.cancel_code is None:  # the hard deadline of the cancel scope: a step that never returned
-            if job.interrupted_step is not None:
-                stuck = job.interrupted_step
-                log.warning("job %s: the %s worker is stuck in a step; restarting it", job.id, stuck.name)
-                stuck.kill()
-            message = f"a step ran far past the job's budget of {job.budget:g} s{progress}"
-            return MemoriesError("budget_exceeded", message, details)
-        reason = f"{job.cancel_reason}; " if job.cancel_reason else ""
-        return MemoriesError(job.cancel_code, f"{reason}job {job.id} was cancelled{progress}", details)
 
     def _finish(self, job: Job, state: p.JobState, error: MemoriesError | None) -> None:
         if job.id not in self._active:

@@ -35,11 +35,14 @@ class Keyring:
         self._vault_keys: dict[tuple[str, bool, str, bytes], bytes] = {}
         self._initialized = False
 
+    def load(self) -> None:
+        """Read whether the home has a key hierarchy (blocking: in the store's thread, once at start)."""
+        self._initialized = self._store.get_setting(_MASTER) is not None
+
     @property
     def initialized(self) -> bool:
-        """The home has a key hierarchy (read from the store until it has one; ``init`` is never undone)."""
-        if not self._initialized:
-            self._initialized = self._store.get_setting(_MASTER) is not None
+        """The home has a key hierarchy, as :meth:`load` found it or :meth:`init` made it (``init`` is never
+        undone). In memory: safe on the event loop."""
         return self._initialized
 
     @property
@@ -53,7 +56,7 @@ class Keyring:
             MemoriesError: ``already_initialized``, ``invalid_passphrase`` (also shorter than
                 :data:`~memories.limits.MIN_PASSPHRASE_CHARS` code points without ``allow_short``)
         """
-        if self.initialized:
+        if self._initialized or self._store.get_setting(_MASTER) is not None:
             raise MemoriesError("already_initialized", "this home already has a key hierarchy")
         _check_passphrase(passphrase)
         if not allow_short:
@@ -62,13 +65,16 @@ class Keyring:
         master = crypto.new_key()
         wrapped = crypto.seal(crypto.derive_kek(passphrase, params), master, crypto.master_key_aad())
         self._store.put_settings({_KDF: msgspec.msgpack.encode(params), _MASTER: wrapped})
+        self._initialized = True
         self._master = master
 
     def unlock(self, passphrase: str) -> None:
         """Prove the passphrase by unwrapping the master key.
 
         Raises:
-            MemoriesError: ``not_initialized``; ``bad_passphrase`` (nothing changes).
+            MemoriesError: ``not_initialized``; ``bad_passphrase`` (nothing changes); ``integrity_error`` when the
+                stored KDF parameters are malformed or outside :func:`~memories.crypto.check_kdf_params`'s bounds
+                (nothing is derived).
         """
         wrapped = self._store.get_setting(_MASTER)
         raw_params = self._store.get_setting(_KDF)

@@ -12,43 +12,58 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import msgspec
 import trio
 
 from memories import protocol as p
 from memories import worker_protocol as w
-from memories.daemon.jobs import Job
-from memories.daemon.server import Connection
+from memories.config import RagConfig
+from memories.daemon.context import Handlers, RequestContext
+from memories.daemon.jobs import Job, JobManager
 from memories.daemon.workers import WorkerHandle
 from memories.errors import MemoriesError
 from memories.models.manifest import Manifest, pinned_manifest, read_manifest
 
-if TYPE_CHECKING:
-    from memories.daemon.supervisor import Daemon
-
-_Fingerprint = tuple[tuple[str, int, int], ...]
+Fingerprint = tuple[tuple[str, int, int], ...]
+"""``(path, size, mtime_ns)`` of every model file (``-1`` for a missing one)."""
 
 
 class Models:
-    """Install, load and use the local embedding model through the workers."""
+    """Install, load and use the local embedding model through the workers.
 
-    def __init__(self, daemon: Daemon) -> None:
-        self._daemon = daemon
-        hooks = daemon.hooks
-        self.manifest = _manifest(hooks.model_manifest if hooks else None)
-        rag = daemon.config.rag
+    Args:
+        rag: the ``[rag]`` settings.
+        default_dir: the model folder when ``local_model_dir`` is not set.
+        manifest: the pinned manifest (:func:`model_manifest`).
+        embedding: the embedding worker; remote: the remote worker (downloads).
+        jobs: the job queue (``rag model-install`` is a job).
+    """
+
+    def __init__(
+        self,
+        rag: RagConfig,
+        default_dir: str,
+        manifest: Manifest,
+        embedding: WorkerHandle,
+        remote: WorkerHandle,
+        jobs: JobManager,
+    ) -> None:
+        self.manifest = manifest
+        self._rag = rag
+        self._worker = embedding
+        self._remote = remote
+        self._jobs = jobs
         self.user_supplied = rag.local_model_dir is not None
-        self.path = Path(rag.local_model_dir or daemon.home.default_model_dir)
+        self.path = Path(rag.local_model_dir or default_dir)
         self._request: w.EmbedLoad | None = None
         self._loaded: w.ModelLoaded | None = None
-        self._fingerprint: _Fingerprint | None = None
+        self._fingerprint: Fingerprint | None = None
         self._unverified = False
 
-    @property
-    def _worker(self) -> WorkerHandle:
-        return self._daemon.workers["embedding"]
+    def handlers(self) -> Handlers:
+        """The requests this module answers."""
+        return {p.RagModelInstall: self.install}
 
     def _required(self) -> list[Path]:
         graph = self.path / self.manifest.graph
@@ -58,11 +73,16 @@ class Models:
         """Every file of the model layout (the manifest's paths), whose changes need a restart (R-24)."""
         return [self.path / file.path for file in self.manifest.files]
 
-    def installed(self) -> bool:
-        """The graph, its external data and the tokenizer are present."""
-        return all(path.is_file() for path in self._required())
+    def _missing(self) -> list[str]:
+        """The required files that are not there, relative to the folder (blocking: ``stat`` of each)."""
+        return [str(path.relative_to(self.path)) for path in self._required() if not path.is_file()]
 
-    def _fingerprint_now(self) -> _Fingerprint:
+    async def installed(self) -> bool:
+        """The graph, its external data and the tokenizer are present (checked in a thread)."""
+        return not await trio.to_thread.run_sync(self._missing)
+
+    def fingerprint_now(self) -> Fingerprint:
+        """The model files as they are on disk now (blocking: ``stat`` of each)."""
         stamps = []
         for path in self._files():
             try:
@@ -81,7 +101,7 @@ class Models:
 
     async def state(self) -> p.ModelState:
         """For ``rag status``."""
-        installed = self.installed()
+        installed = await self.installed()
         return p.ModelState(
             installed=installed,
             verified=installed and await self._verified(),
@@ -95,7 +115,7 @@ class Models:
         Raises:
             MemoriesError: ``model_not_installed`` (with the command that fixes it), ``model_invalid``.
         """
-        missing = [str(path.relative_to(self.path)) for path in self._required() if not path.is_file()]
+        missing = await trio.to_thread.run_sync(self._missing)
         if missing:
             where = f"[rag] local_model_dir ({self.path})" if self.user_supplied else str(self.path)
             raise MemoriesError(
@@ -109,12 +129,12 @@ class Models:
             self._unverified = not self.user_supplied and not verified
             request = w.EmbedLoad(
                 model_dir=str(self.path),
-                threads=self._daemon.config.rag.local_threads,
-                max_tokens=self._daemon.config.rag.max_tokens,
-                batch_size=self._daemon.config.rag.embed_batch_size,
+                threads=self._rag.local_threads,
+                max_tokens=self._rag.max_tokens,
+                batch_size=self._rag.embed_batch_size,
                 manifest=self.manifest if verified else None,
             )
-            fingerprint = self._fingerprint_now()
+            fingerprint = await trio.to_thread.run_sync(self.fingerprint_now)
             reply = await self._worker.call(request)
             self._request, self._loaded, self._fingerprint = request, reply, fingerprint
         return self._loaded.space_key
@@ -139,19 +159,19 @@ class Models:
         body = w.EmbedBatch(inputs=inputs, model=self._model())
         return await job.call(self._worker, body, budget=False, epoch=False)
 
-    async def install(self, request: p.RagModelInstall, conn: Connection) -> p.InstallReport:
+    async def install(self, request: p.RagModelInstall, ctx: RequestContext) -> p.InstallReport:
         """``rag model-install``: a job in ``workers.remote``, bounded per file, not by the job budget."""
-        daemon = self._daemon
-        if request.from_dir is not None and not os.path.isdir(request.from_dir):
-            raise MemoriesError("invalid_argument", f"{request.from_dir} is not a folder")
-        job = daemon.jobs.new_unbudgeted_job("model-install")
-        conn.attach(job)
+        from_dir = request.from_dir
+        if from_dir is not None and not await trio.to_thread.run_sync(os.path.isdir, from_dir):
+            raise MemoriesError("invalid_argument", f"{from_dir} is not a folder")
+        job = self._jobs.new_unbudgeted_job("model-install")
+        ctx.attach(job)
         download = w.DownloadModel(
             manifest=self.manifest,
             dest_dir=str(self.path),
-            base_url=daemon.config.rag.model_download_base_url,
-            from_dir=request.from_dir,
-            http=daemon.config.rag.http,
+            base_url=self._rag.model_download_base_url,
+            from_dir=from_dir,
+            http=self._rag.http,
         )
 
         async def work(job: Job) -> p.InstallReport:
@@ -159,17 +179,17 @@ class Models:
                 job.progress(event.done, event.total, event.unit, event.note)
 
             while True:
-                restarts = daemon.remote_lock_restarts
+                restarts = self._remote.lock_restarts
                 try:
-                    reply = await job.call(daemon.workers["remote"], download, on_progress=on_progress)
+                    reply = await job.call(self._remote, download, on_progress=on_progress)
                     break
                 except MemoriesError as exc:
                     # Lock restarts workers.remote when it has seen vault text: the download resumes from its parts.
-                    if exc.code != "worker_crashed" or daemon.remote_lock_restarts == restarts:
+                    if exc.code != "worker_crashed" or self._remote.lock_restarts == restarts:
                         raise
             return p.InstallReport(path=str(self.path), files=reply.files)
 
-        return await daemon.jobs.run(job, work)
+        return await self._jobs.run(job, work)
 
     def load_warnings(self) -> list[str]:
         """What the embedder said when it loaded (threads above the machine's cores, telemetry switches), and
@@ -183,14 +203,15 @@ class Models:
             )
         return notes
 
-    def warnings(self) -> list[str]:
-        """R-24: the model files changed on disk since they were loaded."""
-        if self._fingerprint is None or self._fingerprint == self._fingerprint_now():
+    def warnings(self, now: Fingerprint | None) -> list[str]:
+        """R-24: the model files changed on disk since they were loaded (``now``: as last seen on disk, by the
+        daemon's file watch; never read here)."""
+        if self._fingerprint is None or now is None or self._fingerprint == now:
             return []
         return [f"the model files in {self.path} changed since they were loaded; restart the daemon to use them"]
 
 
-def _manifest(test_manifest: str | None) -> Manifest:
+def model_manifest(test_manifest: str | None) -> Manifest:
     """The pinned manifest, or (test hooks only) the one at ``test_manifest``; raises ``invalid_argument``."""
     if test_manifest is None:
         return pinned_manifest()

@@ -1,32 +1,40 @@
 """Vault and record requests: ``vault create|list|show|policy|rename|delete`` and
 ``memory add|read|list|update|delete|move``.
 
-Each runs its store work in the store's thread (:meth:`Daemon.db`) and marks the vault changed afterwards, so
+Each runs its store work in the store's thread (:meth:`StoreGate.run`) and marks the vault changed afterwards, so
 every cache of it is stale from the next request on (R-19).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from memories import protocol as p
 from memories import worker_protocol as w
-from memories.daemon.server import Connection
+from memories.daemon.context import Handlers, RequestContext
+from memories.daemon.grants import Grants
+from memories.daemon.jobs import Epochs, JobManager
+from memories.daemon.store_gate import StoreGate
+from memories.daemon.workers import WorkerHandle
 from memories.errors import MemoriesError
 from memories.store import VaultRow
 
-if TYPE_CHECKING:
-    from memories.daemon.supervisor import Daemon, Handler
-
 
 class Records:
-    """The vault and record requests of the daemon; every one needs the home unlocked (``vault_locked``)."""
+    """The vault and record requests of the daemon; every one needs the home unlocked (``vault_locked``).
 
-    def __init__(self, daemon: Daemon) -> None:
-        self._daemon = daemon
+    Args:
+        store: the store gate; epochs: bumped by every change; jobs: a deleted vault's jobs are cancelled;
+        grants: a deleted vault's grants are revoked; index: the index worker, which drops a deleted vault's cache.
+    """
 
-    def handlers(self) -> dict[type, Handler]:
-        """Request type -> handler, for the daemon's dispatch table."""
+    def __init__(self, store: StoreGate, epochs: Epochs, jobs: JobManager, grants: Grants, index: WorkerHandle) -> None:
+        self._store = store
+        self._epochs = epochs
+        self._jobs = jobs
+        self._grants = grants
+        self._index = index
+
+    def handlers(self) -> Handlers:
+        """The requests this module answers."""
         return {
             p.VaultCreate: self._vault_create,
             p.VaultList: self._vault_list,
@@ -42,63 +50,62 @@ class Records:
             p.MemoryMove: self._memory_move,
         }
 
-    async def _vault_create(self, request: p.VaultCreate, conn: Connection) -> p.Result:
-        row = await self._daemon.db(self._daemon.vaults.create, request.name, request.device_only)
+    async def _vault_create(self, request: p.VaultCreate, ctx: RequestContext) -> p.Result:
+        row = await self._store.run(self._store.vaults.create, request.name, request.device_only)
         return _vault_info(row)
 
-    async def _vault_list(self, request: p.VaultList, conn: Connection) -> p.Result:
+    async def _vault_list(self, request: p.VaultList, ctx: RequestContext) -> p.Result:
         """Works while locked too: the device-only policies are then shown as stored, unverified (each is proven by
         its vault's sealed key once unlocked, :meth:`Keyring.vault_key`)."""
-        keyring = self._daemon.keyring
+        keyring = self._store.keyring
         if keyring.locked:
-            if not await self._daemon.db(lambda: keyring.initialized):
+            if not keyring.initialized:
                 keyring.master()  # not_initialized
-            conn.warnings.append(
+            ctx.warnings.append(
                 "the home is locked: device-only policies are shown as stored and are verified only after unlock"
             )
-        return p.VaultListing(vaults=[_vault_info(v) for v in await self._daemon.db(self._daemon.vaults.list)])
+        return p.VaultListing(vaults=[_vault_info(v) for v in await self._store.run(self._store.vaults.list)])
 
-    async def _vault_show(self, request: p.VaultShow, conn: Connection) -> p.Result:
-        vault = await self._daemon.resolve_unlocked(request.vault)
-        count = await self._daemon.db(self._daemon.vaults.count_records, vault)
+    async def _vault_show(self, request: p.VaultShow, ctx: RequestContext) -> p.Result:
+        vault = await self._store.resolve_unlocked(request.vault)
+        count = await self._store.run(self._store.vaults.count_records, vault)
         return p.VaultDetail(
             id=vault.id, name=vault.name, device_only=vault.device_only, created=vault.created, records=count
         )
 
-    async def _vault_policy(self, request: p.VaultPolicy, conn: Connection) -> p.Result:
-        vault = await self._daemon.resolve_unlocked(request.vault)
-        vault = await self._daemon.db(self._daemon.vaults.set_policy, vault, request.device_only)
-        self._daemon.content_changed(vault)
+    async def _vault_policy(self, request: p.VaultPolicy, ctx: RequestContext) -> p.Result:
+        vault = await self._store.resolve_unlocked(request.vault)
+        vault = await self._store.run(self._store.vaults.set_policy, vault, request.device_only)
+        self._epochs.bump(vault.id)
         return _vault_info(vault)
 
-    async def _vault_rename(self, request: p.VaultRename, conn: Connection) -> p.Result:
-        vault = await self._daemon.resolve_unlocked(request.vault)
-        return _vault_info(await self._daemon.db(self._daemon.vaults.rename, vault, request.name))
+    async def _vault_rename(self, request: p.VaultRename, ctx: RequestContext) -> p.Result:
+        vault = await self._store.resolve_unlocked(request.vault)
+        return _vault_info(await self._store.run(self._store.vaults.rename, vault, request.name))
 
-    async def _vault_delete(self, request: p.VaultDelete, conn: Connection) -> p.Result:
+    async def _vault_delete(self, request: p.VaultDelete, ctx: RequestContext) -> p.Result:
         """Cancel the vault's jobs, revoke its grants, delete it with its key and records, and drop its cache in the
         index worker. Grants are revoked first: a failure in between leaves a vault no AI client can reach."""
-        daemon = self._daemon
-        vault = await daemon.resolve_unlocked(request.vault)
-        daemon.jobs.cancel_where("cancelled", vault.id)
+        vault = await self._store.resolve_unlocked(request.vault)
+        self._jobs.cancel_where("cancelled", vault.id)
 
         def delete() -> tuple[int, int]:
-            revoked = daemon.grants.revoke_vault(vault.id)
-            return daemon.vaults.delete_vault(vault), len(revoked)
+            revoked = self._grants.revoke_vault(vault.id)
+            return self._store.vaults.delete_vault(vault), len(revoked)
 
-        records, revoked = await daemon.db(delete)
-        daemon.content_changed(vault)
+        records, revoked = await self._store.run(delete)
+        self._epochs.bump(vault.id)
         try:
-            await daemon.workers["index"].call(w.IndexDrop(vault=vault.id))
+            await self._index.call(w.IndexDrop(vault=vault.id))
         except MemoriesError as exc:  # a worker that died (or was refused) holds no cache
             if exc.code not in ("worker_crashed", "restart_needed"):
                 raise
         return p.VaultDeleted(id=vault.id, name=vault.name, records=records, revoked_grants=revoked)
 
-    async def _memory_add(self, request: p.MemoryAdd, conn: Connection) -> p.Result:
-        vault = await self._daemon.resolve_unlocked(request.vault)
-        record_id, revision = await self._daemon.db(
-            self._daemon.vaults.add,
+    async def _memory_add(self, request: p.MemoryAdd, ctx: RequestContext) -> p.Result:
+        vault = await self._store.resolve_unlocked(request.vault)
+        record_id, revision = await self._store.run(
+            self._store.vaults.add,
             vault,
             request.kind,
             request.sensitivity,
@@ -106,22 +113,22 @@ class Records:
             request.body,
             request.meta,
         )
-        self._daemon.content_changed(vault)
+        self._epochs.bump(vault.id)
         return p.RecordRef(id=record_id, revision=revision)
 
-    async def _memory_read(self, request: p.MemoryRead, conn: Connection) -> p.Result:
-        vault = await self._daemon.resolve_unlocked(request.vault)
-        return await self._daemon.db(self._daemon.vaults.read, vault, request.id, request.revision)
+    async def _memory_read(self, request: p.MemoryRead, ctx: RequestContext) -> p.Result:
+        vault = await self._store.resolve_unlocked(request.vault)
+        return await self._store.run(self._store.vaults.read, vault, request.id, request.revision)
 
-    async def _memory_list(self, request: p.MemoryList, conn: Connection) -> p.Result:
-        vault = await self._daemon.resolve_unlocked(request.vault)
-        return p.RecordListing(records=await self._daemon.db(self._daemon.vaults.summaries, vault, request.kind))
+    async def _memory_list(self, request: p.MemoryList, ctx: RequestContext) -> p.Result:
+        vault = await self._store.resolve_unlocked(request.vault)
+        return p.RecordListing(records=await self._store.run(self._store.vaults.summaries, vault, request.kind))
 
-    async def _memory_update(self, request: p.MemoryUpdate, conn: Connection) -> p.Result:
-        vault = await self._daemon.resolve_unlocked(request.vault)
+    async def _memory_update(self, request: p.MemoryUpdate, ctx: RequestContext) -> p.Result:
+        vault = await self._store.resolve_unlocked(request.vault)
 
         def update() -> tuple[str, int]:
-            return self._daemon.vaults.update(
+            return self._store.vaults.update(
                 vault,
                 request.id,
                 title=request.title,
@@ -131,22 +138,22 @@ class Records:
                 revision=request.revision,
             )
 
-        record_id, revision = await self._daemon.db(update)
-        self._daemon.content_changed(vault)
+        record_id, revision = await self._store.run(update)
+        self._epochs.bump(vault.id)
         return p.RecordRef(id=record_id, revision=revision)
 
-    async def _memory_delete(self, request: p.MemoryDelete, conn: Connection) -> p.Result:
-        vault = await self._daemon.resolve_unlocked(request.vault)
-        await self._daemon.db(self._daemon.vaults.delete, vault, request.id)
-        self._daemon.content_changed(vault)
+    async def _memory_delete(self, request: p.MemoryDelete, ctx: RequestContext) -> p.Result:
+        vault = await self._store.resolve_unlocked(request.vault)
+        await self._store.run(self._store.vaults.delete, vault, request.id)
+        self._epochs.bump(vault.id)
         return p.Done(ok=True)
 
-    async def _memory_move(self, request: p.MemoryMove, conn: Connection) -> p.Result:
-        vault = await self._daemon.resolve_unlocked(request.vault)
-        target = await self._daemon.resolve_unlocked(request.to)
-        revision = await self._daemon.db(self._daemon.vaults.move, vault, request.id, target)
-        self._daemon.content_changed(vault)
-        self._daemon.content_changed(target)
+    async def _memory_move(self, request: p.MemoryMove, ctx: RequestContext) -> p.Result:
+        vault = await self._store.resolve_unlocked(request.vault)
+        target = await self._store.resolve_unlocked(request.to)
+        revision = await self._store.run(self._store.vaults.move, vault, request.id, target)
+        self._epochs.bump(vault.id)
+        self._epochs.bump(target.id)
         return p.RecordRef(id=request.id, revision=revision)
 
 

@@ -13,22 +13,22 @@ warning.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import msgspec
 
 from memories import protocol as p
 from memories import worker_protocol as w
-from memories.daemon.backends import request_budget
+from memories.config import RagConfig, RerankConfig
+from memories.daemon.backends import EmbeddingBackend, request_budget
+from memories.daemon.cache_sync import CacheSync
+from memories.daemon.context import Handlers, RequestContext
 from memories.daemon.egress import leaves_device, refuse_device_only
-from memories.daemon.jobs import VaultJob
-from memories.daemon.server import Connection
+from memories.daemon.indexing import Indexing
+from memories.daemon.jobs import JobManager, VaultJob
+from memories.daemon.store_gate import StoreGate
+from memories.daemon.workers import WorkerHandle
 from memories.errors import MemoriesError
 from memories.limits import MAX_CACHED_VAULTS, MAX_CHUNKS, MAX_TEXT_BYTES, MAX_VECTOR_BYTES, check_result_limit
 from memories.store import VaultRow
-
-if TYPE_CHECKING:
-    from memories.daemon.supervisor import Daemon
 
 ON_DEMAND_DEFAULT = 64
 """When no mode is asked for, hybrid is chosen only if at most this many chunks still need embedding on demand;
@@ -52,28 +52,58 @@ LIMITS = {
 
 
 class Retrieval:
-    """``rag search``, ``memory search`` and ``rag status`` for the daemon."""
+    """``rag search``, ``memory search`` and ``rag status`` for the daemon.
 
-    def __init__(self, daemon: Daemon) -> None:
-        self._daemon = daemon
+    Args:
+        store: the store gate; jobs: the job queue; cache_sync: the index worker's caches; backend: the embedding
+        backend; indexing: on-demand embedding; index: the index worker; remote: the remote worker (the learned
+        reranker); rag: the ``[rag]`` settings (``rerank``, ``http``); default_budget: seconds a remote request of
+        a job without a budget may take.
+    """
 
-    async def search(self, request: p.RagSearch, conn: Connection) -> p.SearchReport:
+    def __init__(
+        self,
+        store: StoreGate,
+        jobs: JobManager,
+        cache_sync: CacheSync,
+        backend: EmbeddingBackend,
+        indexing: Indexing,
+        index: WorkerHandle,
+        remote: WorkerHandle,
+        rag: RagConfig,
+        default_budget: float,
+    ) -> None:
+        self._store = store
+        self._jobs = jobs
+        self._cache_sync = cache_sync
+        self._backend = backend
+        self._indexing = indexing
+        self._index = index
+        self._remote = remote
+        self._rag = rag
+        self._default_budget = default_budget
+
+    def handlers(self) -> Handlers:
+        """The requests this module answers."""
+        return {p.MemorySearch: self.memory_search, p.RagSearch: self.search, p.RagStatus: self.status}
+
+    async def search(self, request: p.RagSearch, ctx: RequestContext) -> p.SearchReport:
         """``rag search``: chunks in rank order with labels S1..Sn (R-07, R-10).
 
         Raises:
             MemoriesError: ``limit_too_large``, ``query_too_long``, ``too_many_terms``, ``vault_too_large``,
                 ``model_not_installed``, ``model_invalid``, ``budget_exceeded`` and the workers' failures.
         """
-        vault, job = await self._start(request.vault, request.limit, conn)
+        vault, job = await self._start(request.vault, request.limit, ctx)
 
         async def work(job: VaultJob) -> p.SearchReport:
-            mode, hits = await self.retrieve(job, vault, conn, request)
+            mode, hits = await self.retrieve(job, vault, ctx, request)
             return p.SearchReport(mode=mode, match_mode=request.match_mode, results=_labelled(hits))
 
-        return await self._daemon.jobs.run(job, work)
+        return await self._jobs.run(job, work)
 
     async def retrieve(
-        self, job: VaultJob, vault: VaultRow, conn: Connection, request: p.RagSearch, *, evidence: bool = False
+        self, job: VaultJob, vault: VaultRow, ctx: RequestContext, request: p.RagSearch, *, evidence: bool = False
     ) -> tuple[p.SearchMode, list[w.WorkerHit]]:
         """The mode used and the hits of ``request`` in rank order (unlabelled); with ``evidence``, only chunks that
         are evidence for ``rag ask`` (:func:`memories.rag.answers.is_evidence`).
@@ -82,30 +112,27 @@ class Retrieval:
             MemoriesError: ``device_only_vault`` (before any request leaves), the search's limits, the embedding
                 backend's and the reranker's failures.
         """
-        daemon = self._daemon
-        backend = daemon.embedding
+        backend = self._backend
         mode = request.mode
         if mode is None:
-            mode = await self._default_mode(job, vault, conn)
+            mode = await self._default_mode(job, vault, ctx)
         elif mode != "bm25":
             refuse_device_only(vault, backend.egress_url, "rag.embedding")
-        rerank = None if request.no_rerank else daemon.config.rag.rerank
+        rerank = None if request.no_rerank else self._rag.rerank
         if rerank is not None and vault.device_only and leaves_device(rerank.url):
             if request.mode is None:
-                conn.warnings.append(
-                    f"not reranking: vault {vault.name} is device-only and [rag.rerank] is not loopback"
-                )
+                ctx.warn(f"not reranking: vault {vault.name} is device-only and [rag.rerank] is not loopback")
                 rerank = None
             else:
                 refuse_device_only(vault, rerank.url, "rag.rerank")
         space, vector = None, None
         if mode != "bm25":
             # Check the query before the costly steps: a query over the limits, or one that finds nothing.
-            checked = await job.call(daemon.workers["index"], w.IndexCheckQuery(query=request.query))
+            checked = await job.call(self._index, w.IndexCheckQuery(query=request.query))
             if checked.terms == 0:
                 return mode, []
             space = await backend.space()
-            await daemon.indexing.embed_missing(job, vault, space)
+            await self._indexing.embed_missing(job, vault, space)
             vector = await backend.embed_query(job, request.query)
         query = w.IndexQuery(
             vault=vault.id,
@@ -121,29 +148,26 @@ class Retrieval:
             query_vector=vector,
             evidence=w.Evidence(backend.min_similarity if mode != "bm25" else None) if evidence else None,
         )
-        hits = await self._query(job, vault, query, conn)
+        hits = await self._query(job, vault, query, ctx)
         if rerank is not None and len(hits) > 1:
-            hits = await self._learned_rerank(job, request.query, hits, request.limit)
+            hits = await self._learned_rerank(job, rerank, request.query, hits, request.limit)
         return mode, hits[: request.limit]
 
     async def _learned_rerank(
-        self, job: VaultJob, query: str, hits: list[w.WorkerHit], limit: int
+        self, job: VaultJob, config: RerankConfig, query: str, hits: list[w.WorkerHit], limit: int
     ) -> list[w.WorkerHit]:
         """``hits`` in the learned reranker's order: ranked chunks by its score (their ``score`` becomes the
         service's ``relevance_score``), then the others in fused order with their fused score."""
-        daemon = self._daemon
-        config = daemon.config.rag.rerank
-        assert config is not None
         body = w.Rerank(
             service=config,
-            http=daemon.config.rag.http,
+            http=self._rag.http,
             query=query,
             documents=[hit.text or hit.title for hit in hits],
             top_n=min(limit, len(hits)),
-            budget_seconds=request_budget(job, daemon),
+            budget_seconds=request_budget(job, self._default_budget),
         )
-        daemon.remote_saw_vault_text()
-        reply = await job.call(daemon.workers["remote"], body)
+        self._remote.handed_vault_text()
+        reply = await job.call(self._remote, body)
         ordered = []
         for index, score in reply.order:
             hit = hits[index]
@@ -152,12 +176,12 @@ class Retrieval:
             ordered.append(hit)
         return ordered
 
-    async def memory_search(self, request: p.MemorySearch, conn: Connection) -> p.MemorySearchReport:
+    async def memory_search(self, request: p.MemorySearch, ctx: RequestContext) -> p.MemorySearchReport:
         """``memory search``: lexical (BM25), grouped by record, best record first (R-06, R-11).
 
         Chunks are fetched ``limit`` × 12 at a time, deeper until ``limit`` records are found or no more match.
         """
-        vault, job = await self._start(request.vault, request.limit, conn)
+        vault, job = await self._start(request.vault, request.limit, ctx)
 
         async def work(job: VaultJob) -> p.MemorySearchReport:
             depth = request.limit * MEMORY_SEARCH_CHUNKS_PER_RECORD * 4
@@ -172,31 +196,30 @@ class Retrieval:
                     cards_only=False,
                     no_rerank=True,
                 )
-                hits = await self._query(job, vault, query, conn)
+                hits = await self._query(job, vault, query, ctx)
                 records = _group(hits, request.limit)
                 if len(records) == request.limit or len(hits) < depth or depth >= MAX_CHUNKS:
                     return p.MemorySearchReport(results=records)
                 depth *= 4
 
-        return await self._daemon.jobs.run(job, work)
+        return await self._jobs.run(job, work)
 
-    async def status(self, request: p.RagStatus, conn: Connection) -> p.RagStatusReport:
+    async def status(self, request: p.RagStatus, ctx: RequestContext) -> p.RagStatusReport:
         """``rag status``: works while locked (then nothing is cached, since lock restarts the index worker).
 
         The model's load warnings and a vault over the R-21 limits come along as warnings.
         """
-        daemon = self._daemon
-        vault = await daemon.resolve(request.vault)
-        locked = daemon.keyring.locked
-        records = None if locked else len(await daemon.db(daemon.vaults.eligible, vault))
-        backend = daemon.embedding
+        vault = await self._store.resolve(request.vault)
+        locked = self._store.locked
+        records = None if locked else len(await self._store.run(self._store.vaults.eligible, vault))
+        backend = self._backend
         model = await backend.state()
-        conn.warnings.extend(backend.load_warnings())
-        too_large = daemon.cache_sync.too_large(vault)
+        ctx.warnings.extend(backend.load_warnings())
+        too_large = self._cache_sync.too_large(vault)
         if too_large:
-            conn.warnings.append(f"searches fail until records are removed: {too_large}")
+            ctx.warnings.append(f"searches fail until records are removed: {too_large}")
         space = await backend.space() if model.space_key is not None else None
-        reply = await daemon.workers["index"].call(w.IndexStatus(vault=vault.id, space=space))
+        reply = await self._index.call(w.IndexStatus(vault=vault.id, space=space))
         return p.RagStatusReport(
             vault=vault.id,
             locked=locked,
@@ -213,51 +236,50 @@ class Retrieval:
             failed=reply.failed,
         )
 
-    async def _start(self, vault_ref: str, limit: int, conn: Connection) -> tuple[VaultRow, VaultJob]:
+    async def _start(self, vault_ref: str, limit: int, ctx: RequestContext) -> tuple[VaultRow, VaultJob]:
         """Check the limit, resolve the vault and make the search job (attached to the client's connection)."""
         check_result_limit(limit)
-        vault = await self._daemon.resolve_unlocked(vault_ref)
-        job = self._daemon.jobs.new_job("search", vault.id, vault.name)
-        conn.attach(job)
+        vault = await self._store.resolve_unlocked(vault_ref)
+        job = self._jobs.new_job("search", vault.id, vault.name, epoch_checked=True)
+        ctx.attach(job)
         return vault, job
 
-    async def _query(self, job: VaultJob, vault: VaultRow, query: w.IndexQuery, conn: Connection) -> list[w.WorkerHit]:
+    async def _query(
+        self, job: VaultJob, vault: VaultRow, query: w.IndexQuery, ctx: RequestContext
+    ) -> list[w.WorkerHit]:
         """Run one query at the job's epoch in the index worker (cache synced first); keep hits of eligible records.
         Damaged records (failed authentication) are left out, with a warning naming each."""
-        reply = await self._daemon.cache_sync.call(job, vault, msgspec.structs.replace(query, epoch=job.epoch))
+        reply = await self._cache_sync.call(job, vault, msgspec.structs.replace(query, epoch=job.epoch))
         # Defence in depth: the worker only ever held eligible records, but check against the catalog right now.
-        eligible = await self._daemon.db(self._daemon.vaults.eligible, vault)
-        damaged = await self._daemon.db(self._daemon.vaults.damaged, vault)
+        eligible = await self._store.run(self._store.vaults.eligible, vault)
+        damaged = await self._store.run(self._store.vaults.damaged, vault)
         for record_id, revision in sorted(damaged.items()):
             warning = (
                 f"record {record_id} revision {revision} failed authentication and is left out of the results "
                 f"(`memory delete {vault.name} {record_id}` removes it)"
             )
-            if warning not in conn.warnings:
-                conn.warnings.append(warning)
+            ctx.warn(warning)
         return [hit for hit in reply.hits if eligible.get(hit.asset_id) == hit.revision]
 
-    async def _default_mode(self, job: VaultJob, vault: VaultRow, conn: Connection) -> p.SearchMode:
+    async def _default_mode(self, job: VaultJob, vault: VaultRow, ctx: RequestContext) -> p.SearchMode:
         """Hybrid when an embedding backend is available, may see the vault, and the vault is (nearly) embedded
         (chunks the service refused do not count), else bm25: a search never embeds a whole vault through a paid
         API."""
-        backend = self._daemon.embedding
-        if not backend.available():
+        backend = self._backend
+        if not await backend.available():
             return "bm25"
         if vault.device_only and leaves_device(backend.egress_url):
-            conn.warnings.append(
-                f"searching with bm25: vault {vault.name} is device-only and [rag.embedding] url is not loopback"
-            )
+            ctx.warn(f"searching with bm25: vault {vault.name} is device-only and [rag.embedding] url is not loopback")
             return "bm25"
         try:
             space = await backend.space()
         except MemoriesError as exc:
-            conn.warnings.append(f"searching with bm25: the embedding model does not load ({exc.message})")
+            ctx.warnings.append(f"searching with bm25: the embedding model does not load ({exc.message})")
             return "bm25"
         ask = w.IndexMissing(vault=vault.id, epoch=job.epoch, space=space, limit=0)
-        missing = await self._daemon.cache_sync.call(job, vault, ask)
+        missing = await self._cache_sync.call(job, vault, ask)
         if missing.total_missing > ON_DEMAND_DEFAULT:
-            conn.warnings.append(
+            ctx.warnings.append(
                 f"searching with bm25: {missing.total_missing} chunks have no vector yet; run "
                 f"`memories rag index {vault.name} --background` for hybrid search"
             )

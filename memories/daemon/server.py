@@ -21,6 +21,7 @@ import msgspec
 import trio
 
 from memories import protocol as p
+from memories.daemon.context import RequestContext
 from memories.daemon.jobs import Job
 from memories.errors import MemoriesError
 from memories.framing import MAX_CLIENT_FRAME, FrameStream
@@ -65,7 +66,8 @@ class Connection:
         self._send_progress, self._progress = trio.open_memory_channel[p.Progress](_PROGRESS_QUEUE)
         self._send_lock = trio.Lock()  # progress, heartbeats and the reply come from different tasks
         self.jobs: list[Job] = []
-        self.warnings: list[str] = []  # notes about this request, added by its handler
+        self.context = RequestContext(self.attach)
+        """What the request's handler gets: its warnings go into the reply, its jobs are attached here."""
 
     def attach(self, job: Job) -> None:
         """Stream ``job``'s progress to this client and cancel it if the client hangs up."""
@@ -194,9 +196,9 @@ async def _serve_one(
             if isinstance(outcome, MemoriesError):
                 raise outcome
             await conn.flush_progress()
-            await conn.send(p.Reply(result=outcome, warnings=warnings() + conn.warnings))
+            await conn.send(p.Reply(result=outcome, warnings=warnings() + conn.context.warnings))
         except MemoriesError as exc:
-            notes = warnings() + conn.warnings
+            notes = warnings() + conn.context.warnings
             await conn.send(p.Failure(code=exc.code, message=exc.message, details=exc.details, warnings=notes))
         except Exception as exc:
             log_failure(log, "a request failed", exc)

@@ -1,9 +1,25 @@
 """The supervisor: the one process that holds keys, owns the store and the job queue, and routes work to workers.
 
-``Daemon.serve`` runs, in one trio nursery: the client socket, the three worker processes (each supervised and
-restarted on a crash), the idle auto-lock timer and the signal handler. Requests that only touch the store (keys,
-vaults, records) run here, with SQLite calls in a thread one at a time; requests that need workers run as jobs
-(:mod:`memories.daemon.jobs`).
+This module is the composition root: :class:`Daemon` builds every part from what it uses (no part imports this
+module or reaches into another), runs their lifecycles, dispatches requests to the handler modules (each exports
+the request types it answers) and locks the home::
+
+    Daemon ─┬─ StoreGate(Store, Keyring, Vaults)          one store call at a time, in a thread
+            ├─ JobManager(Epochs)                           the gate: budget, cuts, acceptance
+            ├─ WorkerSet(spawn)                              index, embedding, remote
+            ├─ FileWatch(config, Models)                     restart-needed warnings, off the event loop
+            ├─ Models(rag, embedding, remote, jobs)          the local model: install, load
+            ├─ EmbeddingBackend(Models | [rag.embedding], remote)
+            ├─ CacheSync(store, index)
+            ├─ Indexing(store, jobs, cache_sync, backend, index)
+            ├─ Retrieval(store, jobs, cache_sync, backend, indexing, index, remote)
+            ├─ Asking(store, jobs, retrieval, remote)        rag ask
+            ├─ Ingest(store, jobs, cache_sync, epochs)
+            ├─ Records(store, epochs, jobs, grants, index)
+            └─ Tools(store, grants, retrieval, asking)       MCP calls through a grant
+
+``Daemon.serve`` runs, in one trio nursery: the client socket, the three workers (each supervised and restarted on a
+crash), the file watch, the idle auto-lock timer and the signal handler.
 """
 
 from __future__ import annotations
@@ -13,44 +29,40 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import trio
 
 from memories import protocol as p
-from memories.config import Config, config_digest
+from memories.config import Config
 from memories.daemon.ask import Asking
 from memories.daemon.backends import embedding_backend
 from memories.daemon.cache_sync import CacheSync
+from memories.daemon.context import Handlers, RequestContext
 from memories.daemon.grants import Grants
 from memories.daemon.indexing import Indexing
 from memories.daemon.ingest import Ingest
 from memories.daemon.jobs import Epochs, JobManager
 from memories.daemon.keyring import Keyring
-from memories.daemon.models import Models
+from memories.daemon.models import Models, model_manifest
 from memories.daemon.records import Records
 from memories.daemon.retrieval import Retrieval
 from memories.daemon.server import Answering, Connection, serve_socket
+from memories.daemon.store_gate import StoreGate
 from memories.daemon.tools import Tools
 from memories.daemon.vaults import Vaults
-from memories.daemon.workers import WorkerHandle, process_spawner
+from memories.daemon.watch import FileWatch
+from memories.daemon.workers import Spawn, WorkerSet, process_spawner
 from memories.errors import MemoriesError
 from memories.hardening import dumpable
 from memories.models.telemetry import TELEMETRY_ENVIRONMENT
 from memories.paths import Home, ensure_private_dir
-from memories.store import Store, VaultRow
+from memories.store import Store
 from memories.testing import TestHooks, grant_clock
 
 log = logging.getLogger("memories.daemon")
-
-T = TypeVar("T")
-
-WORKER_NAMES = ("index", "embedding", "remote")
-PLAINTEXT_WORKERS = ("index", "embedding")
-"""Workers that are always handed record text, and restarted on lock. ``remote`` joins them once it has been handed
-vault text (remote embedding, rerank, generation): :meth:`Daemon.remote_saw_vault_text`."""
 
 _ALWAYS_ALLOWED = (p.Status, p.Stop)
 
@@ -60,43 +72,64 @@ STOP_GRACE_SECONDS = 5.0
 CANCEL_WAIT_SECONDS = 5.0
 """How long ``jobs cancel`` waits for the job to end before it answers with the job's state."""
 
-Handler = Callable[[Any, Connection], Awaitable[p.Result]]
-"""A request handler: the typed request and its connection (for progress, warnings and hang-ups)."""
+
+def worker_environments() -> dict[str, dict[str, str]]:
+    """Each worker's environment: the daemon's, unbuffered; the embedding worker's with ONNX Runtime telemetry off."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return {"index": env, "embedding": {**env, **TELEMETRY_ENVIRONMENT}, "remote": env}
 
 
 class Daemon:
-    """Everything the supervisor holds. Create it, then ``trio.run(daemon.serve)``."""
+    """Everything the supervisor holds. Create it, then ``trio.run(daemon.serve)``.
 
-    def __init__(self, home: Home, config: Config, hooks: TestHooks | None, log_file: Any) -> None:
+    Args:
+        home: the home it serves; config: its settings; hooks: the test hooks (``None`` outside the test suite).
+        spawn: starts the workers (default: child processes logging to ``log_file``; tests pass a fake).
+    """
+
+    def __init__(
+        self, home: Home, config: Config, hooks: TestHooks | None, log_file: Any, spawn: Spawn | None = None
+    ) -> None:
         self.home = home
         self.config = config
         self.hooks = hooks
-        self.config_digest = config_digest(Path(home.config_path))
         self.started = time.time()
-        self.dropped_replies = 0
-        self.store = Store(Path(home.db_path))
-        self.keyring = Keyring(self.store)
-        self.vaults = Vaults(self.store, self.keyring)
-        self.grants = Grants(self.store, self.keyring, grant_clock(hooks))
+        store = Store(Path(home.db_path))
+        keyring = Keyring(store)
+        self.store = StoreGate(store, keyring, Vaults(store, keyring))
+        self.grants = Grants(store, keyring, grant_clock(hooks))
         self.epochs = Epochs()
-        self.jobs = JobManager(self.epochs, lambda: self.config.daemon.job_budget_seconds)
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        environments = {"index": env, "embedding": {**env, **TELEMETRY_ENVIRONMENT}, "remote": env}
-        spawn = process_spawner(environments, log_file, home.root)
-        self.workers = {name: WorkerHandle(name, spawn, self._count_drop) for name in WORKER_NAMES}
-        self.models = Models(self)
-        self.embedding = embedding_backend(self)
-        self.cache_sync = CacheSync(self)
-        self.indexing = Indexing(self)
-        self.retrieval = Retrieval(self)
-        self.ingest = Ingest(self)
-        self.records = Records(self)
-        self.tools = Tools(self)
-        self.asking = Asking(self)
-        self.remote_has_vault_text = False
-        self.remote_lock_restarts = 0
-        """Times lock restarted ``workers.remote``; a model download it cut resumes (:meth:`Models.install`)."""
-        self._handlers: dict[type, Handler] = {
+        self.jobs = JobManager(self.epochs, lambda: self.config.daemon.job_budget_seconds, lambda: keyring.locked)
+        self.workers = WorkerSet(spawn or process_spawner(worker_environments(), log_file, home.root))
+        rag = config.rag
+        manifest = model_manifest(hooks.model_manifest if hooks else None)
+        self.models = Models(
+            rag, home.default_model_dir, manifest, self.workers.embedding, self.workers.remote, self.jobs
+        )
+        budget = config.daemon.job_budget_seconds
+        self.embedding = embedding_backend(rag, self.models, self.workers.remote, budget)
+        self.watch = FileWatch(home.config_path, self.models)
+        self.cache_sync = CacheSync(self.store, self.workers.index)
+        cut_after = hooks.cut_after_batches if hooks else None
+        self.indexing = Indexing(
+            self.store, self.jobs, self.cache_sync, self.embedding, self.workers.index, cut_after, self.spawn
+        )
+        self.retrieval = Retrieval(
+            self.store,
+            self.jobs,
+            self.cache_sync,
+            self.embedding,
+            self.indexing,
+            self.workers.index,
+            self.workers.remote,
+            rag,
+            budget,
+        )
+        self.asking = Asking(self.store, self.jobs, self.retrieval, self.workers.remote, rag, home.config_path, budget)
+        self.ingest = Ingest(self.store, self.jobs, self.cache_sync, self.epochs)
+        self.records = Records(self.store, self.epochs, self.jobs, self.grants, self.workers.index)
+        self.tools = Tools(self.store, self.grants, self.retrieval, self.asking)
+        self._handlers: Handlers = {
             p.Status: self._status,
             p.Stop: self._stop,
             p.Init: self._init,
@@ -104,20 +137,17 @@ class Daemon:
             p.Lock: self._lock,
             p.Jobs: self._jobs,
             p.JobCancel: self._job_cancel,
-            **self.records.handlers(),
-            p.MemorySearch: self.retrieval.memory_search,
-            p.RagSearch: self.retrieval.search,
-            p.RagStatus: self.retrieval.status,
-            p.RagAsk: self.asking.ask,
-            p.RagIngest: self.ingest.run,
-            p.RagIndex: self.indexing.index,
-            p.RagModelInstall: self.models.install,
             p.GrantCreate: self._grant_create,
             p.GrantList: self._grant_list,
             p.GrantRevoke: self._grant_revoke,
-            p.Granted: self.tools.call,
+            **self.records.handlers(),
+            **self.retrieval.handlers(),
+            **self.asking.handlers(),
+            **self.ingest.handlers(),
+            **self.indexing.handlers(),
+            **self.models.handlers(),
+            **self.tools.handlers(),
         }
-        self._db_limiter = trio.CapacityLimiter(1)
         self._answering = Answering()
         self._last_activity = 0.0  # trio clock, set when serving starts
         self._nursery: trio.Nursery | None = None
@@ -127,23 +157,30 @@ class Daemon:
     async def serve(self) -> None:
         """Run until ``daemon stop``, SIGTERM or SIGINT."""
         ensure_private_dir(os.path.dirname(self.home.socket_path))
-        self._last_activity = trio.current_time()
         try:
             async with trio.open_nursery() as nursery:
-                self._nursery = nursery
-                for worker in self.workers.values():
-                    nursery.start_soon(worker.supervise)
-                nursery.start_soon(self._auto_lock)
+                await self.start(nursery)
                 nursery.start_soon(self._on_signals)
                 await nursery.start(
-                    serve_socket, Path(self.home.socket_path), self._handle, self.warnings, self._answering
+                    serve_socket, Path(self.home.socket_path), self.handle, self.warnings, self._answering
                 )
                 log.info("daemon %s serving %s", os.getpid(), self.home.root)
         finally:
-            for worker in self.workers.values():
+            for worker in self.workers.all():
                 worker.stop()
-            self.store.close()
+            self.store.store.close()
             log.info("daemon stopped")
+
+    async def start(self, nursery: trio.Nursery) -> None:
+        """Start every part in ``nursery`` (the workers, the file watch, auto-lock), ready for :meth:`dispatch`."""
+        self._nursery = nursery
+        self._last_activity = trio.current_time()
+        await self.store.load()
+        await self.watch.look()
+        for worker in self.workers.all():
+            nursery.start_soon(worker.supervise)
+        nursery.start_soon(self.watch.run)
+        nursery.start_soon(self._auto_lock)
 
     async def stop(self) -> None:
         """Stop serving: cancel every job, telling its client the daemon is stopping, let those answers go out
@@ -152,38 +189,33 @@ class Daemon:
         with trio.move_on_after(STOP_GRACE_SECONDS):
             await self.jobs.wait_idle()
             await self._answering.wait_answered()
-        for worker in self.workers.values():
+        for worker in self.workers.all():
             worker.stop()
-        assert self._nursery is not None
-        self._nursery.cancel_scope.cancel()
+        if self._nursery is not None:
+            self._nursery.cancel_scope.cancel()
 
     def spawn(self, fn: Callable[..., Any], *args: Any) -> None:
-        """Start a background task in the daemon's nursery (background jobs outlive their client)."""
-        assert self._nursery is not None
+        """Start a background task in the daemon's nursery (background jobs outlive their client).
+
+        Raises:
+            RuntimeError: before :meth:`start`.
+        """
+        if self._nursery is None:
+            raise RuntimeError("the daemon is not started")
         self._nursery.start_soon(fn, *args)
 
-    async def db(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run a blocking store call in a thread, one at a time (SQLite connection shared across threads)."""
-        return await trio.to_thread.run_sync(fn, *args, limiter=self._db_limiter)
-
     def warnings(self) -> list[str]:
-        """What every reply tells the client about the daemon itself (R-09, R-24). Never raises."""
+        """What every reply tells the client about the daemon itself (R-09, R-24), from what the file watch last
+        saw: no file is read here. Never raises."""
         notes = []
-        if config_digest(Path(self.home.config_path)) != self.config_digest:
+        if self.watch.config_changed():
             notes.append(
                 f"{self.home.config_path} changed since the daemon started; restart it to apply the change "
                 "(memories daemon stop && memories daemon start)"
             )
-        notes.extend(self.models.warnings())
-        notes.extend(
-            f"the {worker.name} worker comes from another install ({worker.refusal}); restart the daemon"
-            for worker in self.workers.values()
-            if worker.refusal is not None
-        )
+        notes.extend(self.models.warnings(self.watch.model_files))
+        notes.extend(self.workers.refusals())
         return notes
-
-    def _count_drop(self) -> None:
-        self.dropped_replies += 1
 
     async def _on_signals(self) -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -196,84 +228,60 @@ class Daemon:
         while True:
             await trio.sleep(1)
             minutes = self.config.daemon.auto_lock_minutes
-            if not minutes or self.keyring.locked or self.jobs.running():
+            if not minutes or self.store.locked or self.jobs.running():
                 continue
             if trio.current_time() - self._last_activity >= minutes * 60:
                 log.info("idle for %g minutes: locking", minutes)
                 await self.lock()
 
     async def lock(self) -> None:
-        """Drop keys and decrypted headers, cancel every vault job, restart the workers that are handed plaintext
+        """Drop keys and decrypted headers, cut every vault job, restart the workers that are handed plaintext
         (index and embedding, and remote once it has seen vault text; R-44).
 
-        Taken under the store's limiter, so it never interleaves with a store call in its thread: an add is
-        either committed and acknowledged before the lock, or refused after it, and an unlock that is deriving
-        its key finishes before the lock drops it.
+        Jobs are cut and epochs bumped at once, before waiting for the store: a job whose last step is a store
+        call in flight ends ``vault_locked``, never with its result. The keys are dropped under the store's limiter,
+        so lock never interleaves with a store call in its thread: an add is either committed and acknowledged
+        before the lock, or refused after it, and an unlock that is deriving its key finishes before the lock drops
+        it.
         """
-        async with self._db_limiter:
-            self.keyring.lock()
-            self.vaults.forget()
-            self.epochs.bump_all()
+        self.epochs.bump_all()
+        self.jobs.cancel_where("vault_locked")
+        async with self.store.exclusive():
+            self.store.keyring.lock()
+            self.store.vaults.forget()
+            self.epochs.bump_all()  # again, for the jobs and caches of requests that came in meanwhile
             self.jobs.cancel_where("vault_locked")
-            for name in PLAINTEXT_WORKERS:
-                self.workers[name].kill()
-            if self.remote_has_vault_text:
-                self.remote_has_vault_text = False
-                self.remote_lock_restarts += 1
-                self.workers["remote"].kill()
-
-    def remote_saw_vault_text(self) -> None:
-        """Called before vault text goes to ``workers.remote``: from now on lock restarts it too (R-44)."""
-        self.remote_has_vault_text = True
-
-    def content_changed(self, vault: VaultRow) -> None:
-        """A vault's content or policy changed: its caches are stale from now on (R-19)."""
-        self.epochs.bump(vault.id)
-
-    async def resolve(self, ref: str) -> VaultRow:
-        """The vault named by id or name (works while locked); raises ``not_initialized``, ``vault_not_found``."""
-
-        def resolve() -> VaultRow:
-            if not self.keyring.initialized:
-                raise MemoriesError("not_initialized", "this home has no key hierarchy yet; run `memories init`")
-            return self.vaults.resolve(ref)
-
-        return await self.db(resolve)
-
-    async def resolve_unlocked(self, ref: str) -> VaultRow:
-        """The vault, with its device-only policy proven by its sealed key (R-41); raises ``vault_locked``,
-        ``integrity_error`` (a policy changed outside Memories) and what :meth:`resolve` raises."""
-        self.keyring.master()
-        vault = await self.resolve(ref)
-        await self.db(self.keyring.vault_key, vault)
-        return vault
+            self.workers.kill_plaintext()
 
     # -- requests ------------------------------------------------------------------------------------------
 
-    async def _handle(self, envelope: p.Envelope, conn: Connection) -> p.Result:
-        request = envelope.request
-        self._check_envelope(envelope, request)
+    async def handle(self, envelope: p.Envelope, conn: Connection) -> p.Result:
+        """Answer one client's envelope: check it (R-09), then :meth:`dispatch` its request."""
+        await self._check_envelope(envelope, envelope.request)
+        return await self.dispatch(envelope.request, conn.context)
+
+    async def dispatch(self, request: p.Request, ctx: RequestContext) -> p.Result:
+        """Answer one request (its envelope already checked)."""
         if not isinstance(request, p.Status):  # polling the status must not keep the home unlocked
             self._last_activity = trio.current_time()
         handler = self._handlers.get(type(request))
         if handler is None:
             raise MemoriesError("protocol_error", f"unknown request {type(request).__name__}")
-        return await handler(request, conn)
+        return await handler(request, ctx)
 
-    def _check_envelope(self, envelope: p.Envelope, request: p.Request) -> None:
+    async def _check_envelope(self, envelope: p.Envelope, request: p.Request) -> None:
         if envelope.protocol != p.PROTOCOL_VERSION:
             raise MemoriesError(
                 "protocol_mismatch",
                 f"the client speaks protocol {envelope.protocol}, the daemon {p.PROTOCOL_VERSION}; restart it",
             )
-        home = os.path.realpath(envelope.home)
+        home, config = await trio.to_thread.run_sync(_real_paths, envelope.home, envelope.config)
         if home != self.home.root:
             raise MemoriesError(
                 "home_mismatch",
                 f"the daemon serves the home {self.home.root}, not {home}",
                 {"daemon_home": self.home.root, "client_home": home},
             )
-        config = os.path.realpath(envelope.config)
         if config != self.home.config_path and not isinstance(request, _ALWAYS_ALLOWED):
             raise MemoriesError(
                 "home_mismatch",
@@ -282,26 +290,27 @@ class Daemon:
                 {"daemon_config": self.home.config_path, "client_config": config},
             )
 
-    async def _status(self, request: p.Status, conn: Connection) -> p.Result:
+    async def _status(self, request: p.Status, ctx: RequestContext) -> p.Result:
         queued, running = self.jobs.counts()
         return p.DaemonStatus(
             pid=os.getpid(),
             uptime=round(time.time() - self.started, 3),
             home=self.home.root,
             config=self.home.config_path,
-            config_digest=self.config_digest,
+            config_digest=self.watch.loaded_digest,
             restart_needed=bool(self.warnings()),
-            initialized=await self.db(lambda: self.keyring.initialized),
-            locked=self.keyring.locked,
-            workers=[w.info() for w in self.workers.values()],
+            initialized=self.store.keyring.initialized,
+            locked=self.store.locked,
+            workers=[w.info() for w in self.workers.all()],
             queued_jobs=queued,
             running_jobs=running,
-            dropped_replies=self.dropped_replies,
+            dropped_replies=self.workers.dropped,
+            dropped_results=self.jobs.dropped_results,
             test_hooks=self.hooks is not None,
             dumpable=dumpable(),
         )
 
-    async def _stop(self, request: p.Stop, conn: Connection) -> p.Result:
+    async def _stop(self, request: p.Stop, ctx: RequestContext) -> p.Result:
         # Let this reply go out first; the nursery is cancelled right after.
         self.spawn(self._stop_soon)
         return p.Done(ok=True)
@@ -310,33 +319,33 @@ class Daemon:
         await trio.sleep(0.05)
         await self.stop()
 
-    async def _init(self, request: p.Init, conn: Connection) -> p.Result:
-        init = functools.partial(self.keyring.init, allow_short=request.allow_short)
-        await self.db(init, request.passphrase, self.config.crypto)
+    async def _init(self, request: p.Init, ctx: RequestContext) -> p.Result:
+        init = functools.partial(self.store.keyring.init, allow_short=request.allow_short)
+        await self.store.run(init, request.passphrase, self.config.crypto)
         return p.Done(ok=True, locked=False)
 
-    async def _unlock(self, request: p.Unlock, conn: Connection) -> p.Result:
-        if self.keyring.locked:
-            backup = await self.db(self.vaults.unlock, request.passphrase)
+    async def _unlock(self, request: p.Unlock, ctx: RequestContext) -> p.Result:
+        if self.store.locked:
+            backup = await self.store.run(self.store.vaults.unlock, request.passphrase)
             if backup is not None:
                 log.info("upgraded the store to format 2")
-                conn.warnings.append(
+                ctx.warn(
                     f"the store was upgraded to the format of this release; the previous file is kept at {backup} "
                     "(remove it once all is well: it still holds what you delete from now on)"
                 )
         else:
             # Already unlocked: still prove the passphrase, so `unlock` never succeeds with a wrong one.
-            await self.db(_verify_passphrase, self.store, request.passphrase)
+            await self.store.run(_verify_passphrase, self.store.store, request.passphrase)
         return p.Done(ok=True, locked=False)
 
-    async def _lock(self, request: p.Lock, conn: Connection) -> p.Result:
+    async def _lock(self, request: p.Lock, ctx: RequestContext) -> p.Result:
         await self.lock()
         return p.Done(ok=True, locked=True)
 
-    async def _jobs(self, request: p.Jobs, conn: Connection) -> p.Result:
+    async def _jobs(self, request: p.Jobs, ctx: RequestContext) -> p.Result:
         return p.JobListing(jobs=self.jobs.listing())
 
-    async def _job_cancel(self, request: p.JobCancel, conn: Connection) -> p.Result:
+    async def _job_cancel(self, request: p.JobCancel, ctx: RequestContext) -> p.Result:
         """Cancel the job and answer its new state: a cancellation takes effect at once (the step in flight is
         abandoned), so the wait is short; a job still ending after :data:`CANCEL_WAIT_SECONDS` is shown as it is."""
         job = self.jobs.cancel(request.job_id)
@@ -344,21 +353,26 @@ class Daemon:
             await job.finished.wait()
         return p.JobListing(jobs=[job.info()])
 
-    async def _grant_create(self, request: p.GrantCreate, conn: Connection) -> p.Result:
-        vault = await self.resolve_unlocked(request.vault)
-        return await self.db(self.grants.create, vault, request.client, list(request.scope), request.expires)
+    async def _grant_create(self, request: p.GrantCreate, ctx: RequestContext) -> p.Result:
+        vault = await self.store.resolve_unlocked(request.vault)
+        return await self.store.run(self.grants.create, vault, request.client, list(request.scope), request.expires)
 
-    async def _grant_list(self, request: p.GrantList, conn: Connection) -> p.Result:
-        vault = await self.resolve(request.vault) if request.vault is not None else None
-        return p.GrantListing(grants=await self.db(self.grants.list, vault))
+    async def _grant_list(self, request: p.GrantList, ctx: RequestContext) -> p.Result:
+        vault = await self.store.resolve(request.vault) if request.vault is not None else None
+        return p.GrantListing(grants=await self.store.run(self.grants.list, vault))
 
-    async def _grant_revoke(self, request: p.GrantRevoke, conn: Connection) -> p.Result:
+    async def _grant_revoke(self, request: p.GrantRevoke, ctx: RequestContext) -> p.Result:
         if (request.id is None) == (request.token is None):
             raise MemoriesError("invalid_argument", "revoke a grant by its id or by its token, not both or neither")
-        revoked = await self.db(self.grants.revoke, request.id, request.token)
+        revoked = await self.store.run(self.grants.revoke, request.id, request.token)
         self.tools.revoked([revoked.id])
         return p.GrantListing(grants=[revoked])
 
 
 def _verify_passphrase(store: Store, passphrase: str) -> None:
     Keyring(store).unlock(passphrase)
+
+
+def _real_paths(home: str, config: str) -> tuple[str, str]:
+    """The real paths of a client's home and config (in a thread: they touch the file system)."""
+    return os.path.realpath(home), os.path.realpath(config)

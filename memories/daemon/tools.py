@@ -2,9 +2,10 @@
 grant's vault only, cut to the result cap (:mod:`memories.caps`).
 
 Revoke, expiry and lock reach calls in flight (R-44): a revoke cuts the jobs of the grant's running calls at once
-(:meth:`Tools.revoked`), and every result is re-checked against the grant (:meth:`~memories.daemon.grants.Grants.
-guard`: auth epoch, expiry by the daemon's clock, lock) just before it is accepted, so a result that finishes after
-the grant stopped holding is dropped, never sent.
+(:meth:`Tools.revoked`), and the grant's check (:meth:`~memories.daemon.grants.Grants.guard`: auth epoch, expiry by
+the daemon's clock, lock) is one of the guards of each job's acceptance check (:mod:`memories.daemon.jobs`), so a
+result that finishes after the grant stopped holding is dropped, never sent. A read runs no job; its page is
+checked the same way before it is sent.
 
 No existence oracle: a record that is not retrieval-eligible (private, credential, file; judged on its latest
 revision and on the revision asked for), a deleted one, one of another vault and an id that never existed all
@@ -14,19 +15,19 @@ nothing outside the grant.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import msgspec
 
 from memories import protocol as p
 from memories.caps import SNIPPET_STEPS, Cost, cost_of, cut_text, fit_hits, page
-from memories.daemon.server import Connection
-from memories.daemon.vaults import is_eligible, split_tags
+from memories.daemon.ask import Asking
+from memories.daemon.context import Handlers, RequestContext
+from memories.daemon.grants import Grants
+from memories.daemon.jobs import Job
+from memories.daemon.retrieval import Retrieval
+from memories.daemon.store_gate import StoreGate
+from memories.daemon.vaults import Vaults, is_eligible, split_tags
 from memories.errors import MemoriesError
 from memories.store import VaultRow
-
-if TYPE_CHECKING:
-    from memories.daemon.supervisor import Daemon
 
 _SCOPE: dict[type, p.GrantScope] = {
     p.ToolSearch: "search",
@@ -37,21 +38,32 @@ _SCOPE: dict[type, p.GrantScope] = {
 
 
 class Tools:
-    """The daemon's side of ``memories mcp serve``."""
+    """The daemon's side of ``memories mcp serve``.
 
-    def __init__(self, daemon: Daemon) -> None:
-        self._daemon = daemon
-        self._running: dict[str, set[Connection]] = {}
-        """Grant id -> the connections of its calls in flight (each call is one connection)."""
+    Args:
+        store: the store gate; grants: the grants; retrieval: the owner's searches and asking: ``rag ask``, run on
+        the grant's vault.
+    """
+
+    def __init__(self, store: StoreGate, grants: Grants, retrieval: Retrieval, asking: Asking) -> None:
+        self._store = store
+        self._grants = grants
+        self._retrieval = retrieval
+        self._asking = asking
+        self._running: dict[str, set[Job]] = {}
+        """Grant id -> the jobs of its calls in flight."""
+
+    def handlers(self) -> Handlers:
+        """The requests this module answers."""
+        return {p.Granted: self.call}
 
     def revoked(self, grant_ids: list[str]) -> None:
         """The grants were revoked: cut the jobs of their calls in flight now (``grant_revoked``)."""
         for grant_id in grant_ids:
-            for conn in self._running.get(grant_id, set()):
-                for job in conn.jobs:
-                    job.cancel("grant_revoked")
+            for job in list(self._running.get(grant_id, ())):
+                job.cancel("grant_revoked")
 
-    async def call(self, request: p.Granted, conn: Connection) -> p.Result:
+    async def call(self, request: p.Granted, ctx: RequestContext) -> p.Result:
         """Authorize ``request.call`` (:meth:`~memories.daemon.grants.Grants.authorize`), answer it, and accept the
         answer only if the grant still holds.
 
@@ -60,33 +72,41 @@ class Tools:
                 call the grant stopped covering while it ran), then those of the search or read
                 (``record_not_found``, ``limit_too_large``, ``query_too_long``, ...).
         """
-        daemon = self._daemon
-        authorized = await daemon.db(daemon.grants.authorize, request.token, _SCOPE[type(request.call)])
+        authorized = await self._store.run(self._grants.authorize, request.token, _SCOPE[type(request.call)])
+        guard = self._grants.guard(authorized)
         running = self._running.setdefault(authorized.grant_id, set())
-        running.add(conn)
+        mine: list[Job] = []
+
+        def attach(job: Job) -> None:
+            job.guards.append(guard)  # checked by the gate just before the job's result is accepted
+            running.add(job)
+            mine.append(job)
+            ctx.attach(job)
+
+        call_ctx = RequestContext(attach)
         try:
-            result = await self._answer(request.call, authorized.vault, conn)
+            result = await self._answer(request.call, authorized.vault, call_ctx)
         finally:
-            running.discard(conn)
+            ctx.warnings.extend(call_ctx.warnings)
+            running.difference_update(mine)
             if not running:
-                del self._running[authorized.grant_id]
-        stopped = daemon.grants.guard(authorized)()
+                self._running.pop(authorized.grant_id, None)
+        stopped = guard()  # a read runs no job; for a search this repeats the gate's last check
         if stopped is not None:
             raise stopped
         return result
 
-    async def _answer(self, call: p.ToolCall, vault: VaultRow, conn: Connection) -> p.Result:
-        daemon = self._daemon
+    async def _answer(self, call: p.ToolCall, vault: VaultRow, ctx: RequestContext) -> p.Result:
         if isinstance(call, p.ToolSearch):
-            found = await daemon.retrieval.memory_search(
-                p.MemorySearch(vault=vault.id, query=call.query, limit=call.limit), conn
+            found = await self._retrieval.memory_search(
+                p.MemorySearch(vault=vault.id, query=call.query, limit=call.limit), ctx
             )
             records, omitted = fit_hits(
                 found.results, _overhead(p.ToolSearchReport(results=[], truncated=True, omitted=0))
             )
             return p.ToolSearchReport(results=records, truncated=omitted > 0, omitted=omitted)
         if isinstance(call, p.ToolRetrieve):
-            report = await daemon.retrieval.search(
+            report = await self._retrieval.search(
                 p.RagSearch(
                     vault=vault.id,
                     query=call.query,
@@ -96,7 +116,7 @@ class Tools:
                     cards_only=call.cards_only,
                     no_rerank=call.no_rerank,
                 ),
-                conn,
+                ctx,
             )
             empty = p.ToolRetrieveReport(
                 mode=report.mode, match_mode=report.match_mode, results=[], truncated=True, omitted=0
@@ -104,15 +124,15 @@ class Tools:
             hits, omitted = fit_hits(report.results, _overhead(empty))
             return msgspec.structs.replace(empty, results=hits, truncated=omitted > 0, omitted=omitted)
         if isinstance(call, p.ToolAsk):
-            answer = await daemon.asking.ask(
+            answer = await self._asking.ask(
                 p.RagAsk(
                     vault=vault.id, question=call.question, mode=call.mode, limit=call.limit, cards_only=call.cards_only
                 ),
-                conn,
+                ctx,
             )
             return fit_answer(answer)
         assert isinstance(call, p.ToolRead)
-        return await daemon.db(_read_page, daemon, vault, call)
+        return await self._store.run(_read_page, self._store.vaults, vault, call)
 
 
 def fit_answer(report: p.AskReport) -> p.ToolAskReport:
@@ -149,13 +169,13 @@ def _not_found(call: p.ToolRead) -> MemoriesError:
     return MemoriesError("record_not_found", f"no record {call.id!r}{revision} is readable with this grant")
 
 
-def _read_page(daemon: Daemon, vault: VaultRow, call: p.ToolRead) -> p.ReadPage:
+def _read_page(vaults: Vaults, vault: VaultRow, call: p.ToolRead) -> p.ReadPage:
     """One page of an eligible record (runs in the store's thread)."""
-    latest = daemon.vaults.catalog(vault).get(call.id)
+    latest = vaults.catalog(vault).get(call.id)
     if latest is None or not is_eligible(latest.header):
         raise _not_found(call)
     try:
-        view = daemon.vaults.read(vault, call.id, call.revision)
+        view = vaults.read(vault, call.id, call.revision)
     except MemoriesError as exc:
         if exc.code == "record_not_found":
             raise _not_found(call) from None

@@ -136,6 +136,10 @@ class WorkerHandle:
         self.completed: dict[str, int] = {}
         self.refusal: str | None = None
         """Why the worker was refused (it comes from another install), or ``None``."""
+        self.holds_vault_text = False
+        """Vault text was handed to this worker since it last restarted on lock (:meth:`handed_vault_text`)."""
+        self.lock_restarts = 0
+        """Times lock restarted this worker (a model download it cut resumes, :meth:`Models.install`)."""
         self._spawn = spawn
         self._on_drop = on_drop
         self._ids = itertools.count(1)
@@ -146,6 +150,10 @@ class WorkerHandle:
         self._worker: Spawned | None = None
         self._stopping = False
         self._encoder = msgspec.msgpack.Encoder()
+
+    def handed_vault_text(self) -> None:
+        """Called before vault text goes to this worker: from then on lock restarts it (R-44)."""
+        self.holds_vault_text = True
 
     def info(self) -> p.WorkerInfo:
         return p.WorkerInfo(
@@ -330,3 +338,48 @@ def _refusal(frame: bytes) -> str | None:
             f"the daemon protocol {w.WORKER_PROTOCOL_VERSION} of version {w.INSTALL}"
         )
     return None
+
+
+WORKER_NAMES = ("index", "embedding", "remote")
+"""The daemon's workers, one process each (``workers.<name>``)."""
+
+
+class WorkerSet:
+    """The daemon's three workers. ``dropped`` counts late replies nobody waited for (``dropped_replies`` of
+    ``daemon status``).
+
+    Args:
+        spawn: starts each worker (:func:`process_spawner`, or a fake in tests).
+    """
+
+    PLAINTEXT = ("index", "embedding")
+    """Workers that are always handed record text, and restarted on lock. ``remote`` joins them once it has been
+    handed vault text (remote embedding, rerank, generation: :meth:`WorkerHandle.handed_vault_text`)."""
+
+    def __init__(self, spawn: Spawn) -> None:
+        self.dropped = 0
+        self.index = WorkerHandle("index", spawn, self._drop)
+        self.embedding = WorkerHandle("embedding", spawn, self._drop)
+        self.remote = WorkerHandle("remote", spawn, self._drop)
+
+    def all(self) -> list[WorkerHandle]:
+        return [self.index, self.embedding, self.remote]
+
+    def kill_plaintext(self) -> None:
+        """Restart the workers that saw plaintext (lock: Python cannot wipe their memory, so the process goes)."""
+        for worker in self.all():
+            if worker.name in self.PLAINTEXT or worker.holds_vault_text:
+                worker.holds_vault_text = False
+                worker.lock_restarts += 1
+                worker.kill()
+
+    def refusals(self) -> list[str]:
+        """One note per worker refused as coming from another install."""
+        return [
+            f"the {worker.name} worker comes from another install ({worker.refusal}); restart the daemon"
+            for worker in self.all()
+            if worker.refusal is not None
+        ]
+
+    def _drop(self) -> None:
+        self.dropped += 1

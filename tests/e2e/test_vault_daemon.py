@@ -278,6 +278,16 @@ def test_lock_during_a_slow_step_never_delivers_its_result(home: HomeDir) -> Non
 # -- acceptance 7: which daemon ----------------------------------------------------------------------------------
 
 
+def wait_for_restart_warning(home: HomeDir, present: bool) -> None:
+    """Wait until replies do (or no longer) warn that the config changed: the daemon's file watch looks at the
+    config once a second, in a thread, and replies carry what it last saw."""
+
+    def warned() -> bool:
+        return any("restart" in note for note in home.ok("vault", "list").get("warnings", []))
+
+    home.wait_for(lambda: warned() == present, what=f"the restart warning to be {'shown' if present else 'gone'}")
+
+
 def test_home_mismatch_not_running_and_restart_warning(vault: HomeDir, tmp_path: Path) -> None:
     other = tmp_path / "other.toml"
     other.write_text(vault.config.read_text())
@@ -291,8 +301,7 @@ def test_home_mismatch_not_running_and_restart_warning(vault: HomeDir, tmp_path:
 
     assert "warnings" not in vault.ok("vault", "list")
     vault.config.write_text(vault.config.read_text() + "\n[daemon]\nauto_lock_minutes = 30\n")
-    listing = vault.ok("vault", "list")
-    assert any("restart" in w for w in listing["warnings"])
+    wait_for_restart_warning(vault, True)
     assert vault.status()["restart_needed"] is True
     vault.ok("daemon", "stop")
     vault.start()
@@ -556,12 +565,12 @@ def test_an_unreadable_config_is_a_warning_not_a_dead_daemon(vault: HomeDir) -> 
     vault.config.unlink()
     vault.config.mkdir()  # reading it now fails
     try:
-        listing = vault.ok("vault", "list")
-        assert any("restart" in warning for warning in listing["warnings"])
+        wait_for_restart_warning(vault, True)
         assert vault.status()["restart_needed"] is True
     finally:
         vault.config.rmdir()
         vault.config.write_text(original)
+    wait_for_restart_warning(vault, False)
     assert "warnings" not in vault.ok("vault", "list")
     vault.ok("daemon", "stop")
     vault.fails("daemon_not_running", "daemon", "status")
@@ -647,7 +656,7 @@ def test_config_that_is_not_a_regular_file(tmp_path: Path) -> None:
         initialize(home)
         home.config.unlink()
         os.mkfifo(home.config)  # swapped for a pipe while the daemon runs: a warning, never a hang
-        assert any("restart" in w for w in home.ok("vault", "list")["warnings"])
+        wait_for_restart_warning(home, True)
     finally:
         home.stop()
 

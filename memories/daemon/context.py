@@ -1,0 +1,46 @@
+"""What a request handler gets besides its request: a small context, not the socket connection.
+
+A handler adds warnings for the reply and attaches the jobs it starts, so the client sees their progress and a
+client that hangs up cancels them. A job the daemon starts by itself (background indexing) runs with a context
+attached to nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from memories import protocol as p
+
+if TYPE_CHECKING:
+    from memories.daemon.jobs import Job
+
+
+class RequestContext:
+    """The warnings of one request's reply, and where its jobs report.
+
+    Args:
+        attach: called with each job the request starts (the client connection streams its progress and cancels it
+            on hang-up); ``None`` for work nobody waits for.
+    """
+
+    def __init__(self, attach: Callable[[Job], None] | None = None) -> None:
+        self.warnings: list[str] = []
+        self._attach = attach
+
+    def attach(self, job: Job) -> None:
+        """Report ``job`` to whoever waits for this request (nobody, for the daemon's own work)."""
+        if self._attach is not None:
+            self._attach(job)
+
+    def warn(self, note: str) -> None:
+        """Add a warning to the reply, once."""
+        if note not in self.warnings:
+            self.warnings.append(note)
+
+
+Handler = Callable[[Any, RequestContext], Awaitable[p.Result]]
+"""A request handler: the typed request and its context."""
+
+Handlers = dict[type, Handler]
+"""Request type -> handler: what each handler module exports; the supervisor merges them."""
