@@ -134,7 +134,8 @@ def json_entry(text: str | None, path: str, container: str, name: str, *, strict
             return None
         _require_object(servers, path, container)
         value = _member(servers, name)
-        return None if value is None else loads(dumps(value, dumper=ModelDumper()))
+        # json-five's round-trip dumper for models; its dumps() annotation only names BaseDumper
+        return None if value is None else loads(dumps(value, dumper=ModelDumper()))  # type: ignore[arg-type]
 
 
 def merge_json(text: str | None, path: str, container: str, name: str, entry: dict[str, Any], *, strict: bool) -> str:
@@ -160,7 +161,8 @@ def merge_json(text: str | None, path: str, container: str, name: str, entry: di
         else:
             _require_object(servers, path, container)
             _set_member(servers, name, entry, depth=1)
-        return dumps(model, dumper=ModelDumper())
+        # json-five's round-trip dumper for models; its dumps() annotation only names BaseDumper
+        return dumps(model, dumper=ModelDumper())  # type: ignore[arg-type]
 
 
 @contextlib.contextmanager

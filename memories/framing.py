@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import socket
 import struct
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from memories.errors import MemoriesError
@@ -94,7 +95,7 @@ def read_frame_fd(fd: int, limit: int = MAX_WORKER_FRAME) -> bytes | None:
     return _recv_exact(read, size, allow_eof=False)
 
 
-def _recv_exact(read, size: int, *, allow_eof: bool) -> bytes | None:  # type: ignore[no-untyped-def]
+def _recv_exact(read: Callable[[int], bytes], size: int, *, allow_eof: bool) -> bytes | None:
     parts = []
     remaining = size
     while remaining:

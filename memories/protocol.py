@@ -874,7 +874,8 @@ class ClientReply(msgspec.Struct, tag_field=TAG_FIELD, tag="Reply", kw_only=True
 
     def document(self) -> dict[str, Any]:
         """The result as the ``--json`` document: plain data without the ``$type`` tags."""
-        return _untag(msgspec.msgpack.decode(self.result))
+        document: dict[str, Any] = _untag(msgspec.msgpack.decode(self.result))
+        return document
 
     def decode(self, kind: type[T]) -> T:
         """The result as ``kind`` (validated)."""

@@ -21,7 +21,7 @@ import sqlite3
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 FORMAT = 2
 """The store format, kept in SQLite's ``user_version``. Format 1 (releases 0.1 and 0.2, ``user_version`` 0) had a
@@ -151,7 +151,7 @@ _GRANT_COLUMNS = "id, token_hash, vault_id, client, scope, created, expires, rev
 _REVISION_COLUMNS = "record_id, id, revision, parents, created, header, body, deleted"
 
 
-def _revision_row(row: tuple) -> RevisionRow:  # type: ignore[type-arg]
+def _revision_row(row: tuple[Any, ...]) -> RevisionRow:
     record_id, revision_id, revision, parents, created, header, body, deleted = row
     return RevisionRow(record_id, revision_id, revision, tuple(parents.split()), created, header, body, bool(deleted))
 

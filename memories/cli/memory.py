@@ -121,8 +121,8 @@ _META_HELP = "Metadata KEY=VALUE (repeatable); `source` and `tags` are indexed f
 def add(
     session: Session,
     vault_ref: str,
-    kind: str,
-    sensitivity: str,
+    kind: p.RecordKind,  # click.Choice(KINDS)
+    sensitivity: p.Sensitivity,  # click.Choice(SENSITIVITIES)
     title: str,
     meta: tuple[str, ...],
     body: str | None,
@@ -137,7 +137,7 @@ def add(
         sensitivity=sensitivity,
         title=title,
         body=data,
-        meta=_meta(meta),  # type: ignore[arg-type]
+        meta=_meta(meta),
     )
     session.emit(*session.call(request), _show_ref)
 
@@ -171,7 +171,7 @@ def read(session: Session, vault_ref: str, record_id: str, revision: int | str |
 @command(memory, name="list")
 @click.argument("vault_ref", metavar="VAULT")
 @click.option("--kind", type=click.Choice(KINDS))
-def list_(session: Session, vault_ref: str, kind: str | None) -> None:
+def list_(session: Session, vault_ref: str, kind: p.RecordKind | None) -> None:
     """List records (titles only, never bodies)."""
 
     def human(document: dict) -> None:
@@ -187,7 +187,7 @@ def list_(session: Session, vault_ref: str, kind: str | None) -> None:
         ]
         table(rows, ["id", "rev", "kind", "sensitivity", "title"])
 
-    session.emit(*session.call(p.MemoryList(vault=vault_ref, kind=kind)), human)  # type: ignore[arg-type]
+    session.emit(*session.call(p.MemoryList(vault=vault_ref, kind=kind)), human)
 
 
 @command(memory)
@@ -206,7 +206,7 @@ def update(
     title: str | None,
     body: str | None,
     file: str | None,
-    sensitivity: str | None,
+    sensitivity: p.Sensitivity | None,
     meta: tuple[str, ...],
     revision: int | str | None,
 ) -> None:
@@ -222,7 +222,7 @@ def update(
         id=record_id,
         title=title,
         body=_body(body, file, required=False),
-        sensitivity=sensitivity,  # type: ignore[arg-type]
+        sensitivity=sensitivity,
         meta=_meta(meta) if meta else None,
         revision=revision,
     )

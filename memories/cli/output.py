@@ -79,7 +79,7 @@ class Session:
         """Report a failure in both channels."""
         warnings = exc.warnings if isinstance(exc, RequestFailed) else []
         if self.json:
-            error = {"code": exc.code, "message": exc.message}
+            error: dict[str, Any] = {"code": exc.code, "message": exc.message}
             if exc.details:
                 error["details"] = exc.details
             document: Document = {"error": error}
@@ -322,7 +322,8 @@ def mebibytes(size: int) -> str:
 def one_line(text: str, limit: int = 60) -> str:
     """``text`` on one line and :func:`printable`, cut to about ``limit`` columns with an ellipsis."""
     flat = printable(" ".join(text.split()))
-    out, width = [], 0
+    out: list[str] = []
+    width = 0
     for char in flat:
         width += display_width(char)
         if width > limit:

@@ -179,7 +179,7 @@ class Grants:
             id=grant_id, token=token, vault=vault.name, client=client, scope=scopes, expires=expires_at
         )
 
-    def list(self, vault: VaultRow | None) -> list[p.GrantInfo]:
+    def listing(self, vault: VaultRow | None) -> list[p.GrantInfo]:
         """Every grant (of ``vault``), from the clear listing copies; works while locked."""
         names = {v.id: v.name for v in self._store.vaults()}
         return [self._info(row, names) for row in self._store.grants(vault.id if vault else None)]
@@ -262,7 +262,7 @@ class Grants:
             id=row.id,
             vault=names.get(row.vault_id, row.vault_id),
             client=row.client,
-            scope=scope,  # type: ignore[arg-type]
+            scope=scope,
             created=row.created,
             expires=row.expires,
             state=state,

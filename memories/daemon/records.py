@@ -64,7 +64,7 @@ class Records:
             ctx.warnings.append(
                 "the home is locked: device-only policies are shown as stored and are verified only after unlock"
             )
-        return p.VaultListing(vaults=[_vault_info(v) for v in await self._store.run(self._store.vaults.list)])
+        return p.VaultListing(vaults=[_vault_info(v) for v in await self._store.run(self._store.vaults.all)])
 
     async def _vault_show(self, request: p.VaultShow, ctx: RequestContext) -> p.Result:
         vault = await self._store.resolve_unlocked(request.vault)

@@ -144,8 +144,12 @@ async def serve_socket(
     sock.listen(64)
     listener = trio.SocketListener(sock)
     task_status.started()
+
+    async def serve_one(stream: trio.SocketStream) -> None:
+        await _serve_one(stream, handle, warnings, answering)
+
     try:
-        await trio.serve_listeners(lambda stream: _serve_one(stream, handle, warnings, answering), [listener])
+        await trio.serve_listeners(serve_one, [listener])
     finally:
         path.unlink(missing_ok=True)
 

@@ -359,7 +359,7 @@ class Daemon:
 
     async def _grant_list(self, request: p.GrantList, ctx: RequestContext) -> p.Result:
         vault = await self.store.resolve(request.vault) if request.vault is not None else None
-        return p.GrantListing(grants=await self.store.run(self.grants.list, vault))
+        return p.GrantListing(grants=await self.store.run(self.grants.listing, vault))
 
     async def _grant_revoke(self, request: p.GrantRevoke, ctx: RequestContext) -> p.Result:
         if (request.id is None) == (request.token is None):

@@ -247,7 +247,9 @@ class Vaults:
         self._heads.pop(vault.id, None)
         return count
 
-    def list(self) -> list[VaultRow]:
+    def all(self) -> list[VaultRow]:
+        """Every vault, oldest first (named ``all``: a method ``list`` would shadow the builtin in this class's
+        annotations)."""
         return self._store.vaults()
 
     def count_records(self, vault: VaultRow) -> int:

@@ -238,7 +238,8 @@ class _ProxyRouter(httpx.BaseTransport):
         if proxy is None:
             return self._direct
         host = f"{url.host}:{url.port}" if url.port else url.host
-        if urllib.request.proxy_bypass_environment(host, self._environment):
+        # proxy_bypass_environment is urllib's documented-by-use NO_PROXY matcher, missing from typeshed's stubs
+        if urllib.request.proxy_bypass_environment(host, self._environment):  # type: ignore[attr-defined]
             return self._direct
         return proxy
 

@@ -93,7 +93,8 @@ def gemini_text(reply: Any, max_output_tokens: int) -> str:
     candidate = candidates[0]
     finish = candidate.get("finishReason", "STOP")
     if finish == "MAX_TOKENS":
-        usage = reply.get("usageMetadata") if isinstance(reply.get("usageMetadata"), dict) else {}
+        metadata = reply.get("usageMetadata")
+        usage: dict[str, Any] = metadata if isinstance(metadata, dict) else {}
         used = sum(
             v for k, v in usage.items() if k in ("candidatesTokenCount", "thoughtsTokenCount") and isinstance(v, int)
         )

@@ -145,7 +145,7 @@ class Sync:
         if raw is None:
             raise MemoriesError("invalid_argument", f"{folder.root} holds no vault; run `memories sync init` first")
         found = decode_vault_file(raw)
-        if any(vault.id == found.vault_id for vault in self._vaults.list()):
+        if any(vault.id == found.vault_id for vault in self._vaults.all()):
             raise MemoriesError("invalid_argument", f"this home has vault {found.vault_id} already")
         key, folder_name = unwrap_vault_key(found, passphrase)
         vault = self._vaults.adopt(found.vault_id, name or folder_name, key)

@@ -108,12 +108,12 @@ def test_listing_never_shows_a_token_and_revoking_a_vault_revokes_its_grants(par
     v1, v2 = vaults.create("v1", False), vaults.create("v2", False)
     a = grants.create(v1, "a", ["search"], "7d")
     b = grants.create(v2, "b", ["read"], "12h")
-    listing = grants.list(None)
+    listing = grants.listing(None)
     assert [g.id for g in listing] == [a.id, b.id]
     assert all(not hasattr(g, "token") for g in listing)
-    assert [g.id for g in grants.list(v2)] == [b.id]
+    assert [g.id for g in grants.listing(v2)] == [b.id]
     assert grants.revoke_vault(v1.id) == [a.id]
-    assert {g.id: g.state for g in grants.list(None)} == {a.id: "revoked", b.id: "active"}
+    assert {g.id: g.state for g in grants.listing(None)} == {a.id: "revoked", b.id: "active"}
 
 
 def test_expiry_forms() -> None:
