@@ -35,6 +35,10 @@ from memories.limits import MAX_BODY_BYTES, MAX_TITLE_BYTES, body_too_large
 from memories.rag.notes import front_matter_tags, note_title, truncate_utf8
 from memories.store import VaultRow
 
+STEP_FILES = 64
+"""Files per ingest step. The vault's epoch is bumped once per step that stored something (and when the job ends),
+not once per file, so a search during a long ingest brings the index up to date once per step and answers."""
+
 TEXT_SUFFIXES = frozenset({".md", ".markdown", ".txt"})
 
 _BINARY_SUFFIXES = frozenset(  # documents, images, archives, executables, databases, media
@@ -117,22 +121,32 @@ class Ingest:
             results: list[p.IngestResult] = []
             stored: list[dict[str, object]] = job.details.setdefault("stored", [])
             done = 0
+            step_changed = any_changed = False
             job.progress(done, total, "files")
-            for item in walked:  # results in the order the paths were given and walked
-                if isinstance(item, p.IngestResult):
-                    results.append(item)
-                    continue
-                job.check_budget({"done": done, "total": total})
-                result = await self._ingest_one(vault, item, request.title)
-                results.append(result)
-                if result.id is not None:
-                    stored.append(
-                        {"path": result.path, "id": result.id, "revision": result.revision, "status": result.status}
-                    )
-                done += 1
-                job.progress(done, total, "files")
+            try:
+                for item in walked:  # results in the order the paths were given and walked
+                    if isinstance(item, p.IngestResult):
+                        results.append(item)
+                        continue
+                    job.check_budget({"done": done, "total": total})
+                    result, wrote = await self._ingest_one(vault, item, request.title)
+                    results.append(result)
+                    if result.id is not None:
+                        stored.append(
+                            {"path": result.path, "id": result.id, "revision": result.revision, "status": result.status}
+                        )
+                    step_changed |= wrote
+                    any_changed |= wrote
+                    done += 1
+                    if step_changed and done % STEP_FILES == 0:
+                        self._epochs.bump(vault.id)  # one step of cards: searches meanwhile catch up once per step
+                        step_changed = False
+                    job.progress(done, total, "files")
+            finally:  # also when the job is cut mid-step: the cards stored so far are a change of the vault
+                if step_changed:
+                    self._epochs.bump(vault.id)
             over_limit = None
-            if any(result.status in ("added", "updated", "moved") for result in results):
+            if any_changed:
                 try:
                     await self._cache_sync.refresh(job, vault)
                 except MemoriesError as exc:  # the cards are stored; the index is rebuilt at the next search
@@ -146,21 +160,24 @@ class Ingest:
 
         return await self._jobs.run(job, work)
 
-    async def _ingest_one(self, vault: VaultRow, candidate: _Candidate, title: str | None) -> p.IngestResult:
+    async def _ingest_one(
+        self, vault: VaultRow, candidate: _Candidate, title: str | None
+    ) -> tuple[p.IngestResult, bool]:
+        """One file's result, and whether a revision was written."""
         path = str(candidate.path)
         try:
             # Abandoned on cancel: a read stuck on a hung file system must not hold the job (or the daemon).
             note = await trio.to_thread.run_sync(_read_note, candidate, title, abandon_on_cancel=True)
-            record_id, revision, status = await self._store.run(self._store_note, vault, candidate.source, note)
+            record_id, revision, status, wrote = await self._store.run(self._store_note, vault, candidate.source, note)
         except MemoriesError as exc:
             error = p.ErrorInfo(code=exc.code, message=exc.message)
-            return p.IngestResult(path=path, source=candidate.source, status="refused", error=error)
-        if status != "unchanged":
-            self._epochs.bump(vault.id)
-        return p.IngestResult(path=path, source=candidate.source, status=status, id=record_id, revision=revision)
+            return p.IngestResult(path=path, source=candidate.source, status="refused", error=error), False
+        result = p.IngestResult(path=path, source=candidate.source, status=status, id=record_id, revision=revision)
+        return result, wrote
 
-    def _store_note(self, vault: VaultRow, source: str, note: _Note) -> tuple[str, int, p.IngestStatus]:
-        """Add the card, add a revision to the card of the same file, or leave it as it is (in a thread)."""
+    def _store_note(self, vault: VaultRow, source: str, note: _Note) -> tuple[str, int, p.IngestStatus, bool]:
+        """Add the card, add a revision to the card of the same file, or leave it as it is (in a thread); the last
+        item says whether a revision was written."""
         vaults = self._store.vaults
         body = note.body.encode("utf-8")
         origin = Origin(path=note.path, sha256=hashlib.sha256(body).hexdigest())
@@ -170,7 +187,7 @@ class Ingest:
         found = _find_card(vaults, vault, origin, source)
         if found is None:
             record_id, revision = vaults.add(vault, "card", "general", note.title, body, meta, origin)
-            return record_id, revision, "added"
+            return record_id, revision, "added", True
         existing, how = found
         header, old_body = vaults.read_latest(vault, existing)
         same = (
@@ -180,7 +197,7 @@ class Ingest:
             and split_tags(header.meta.get("tags")) == note.tags
         )
         if same and header.origin == origin:
-            return existing, vaults.catalog(vault)[existing].revision, "unchanged"
+            return existing, vaults.catalog(vault)[existing].revision, "unchanged", False
         # A new revision keeps the card's sensitivity: a card the user made private stays private.
         new_meta = {**header.meta, **meta}
         if not note.tags:
@@ -189,7 +206,7 @@ class Ingest:
             vault, existing, title=note.title, body=body, sensitivity=None, meta=new_meta, origin=origin
         )
         # A card of an earlier release that only gains its file's path is reported unchanged: its text is.
-        return record_id, revision, "moved" if how == "moved" else "unchanged" if same else "updated"
+        return record_id, revision, "moved" if how == "moved" else "unchanged" if same else "updated", True
 
 
 def _find_card(vaults: Vaults, vault: VaultRow, origin: Origin, source: str) -> tuple[str, str] | None:

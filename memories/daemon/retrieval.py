@@ -250,6 +250,8 @@ class Retrieval:
         """Run one query at the job's epoch in the index worker (cache synced first); keep hits of eligible records.
         Damaged records (failed authentication) are left out, with a warning naming each."""
         reply = await self._cache_sync.call(job, vault, msgspec.structs.replace(query, epoch=job.epoch))
+        if self._jobs.active_jobs("ingest", vault.id):
+            ctx.warn(f"an ingest into {vault.name} is in progress: these results are from the notes stored so far")
         # Defence in depth: the worker only ever held eligible records, but check against the catalog right now.
         eligible = await self._store.run(self._store.vaults.eligible, vault)
         damaged = await self._store.run(self._store.vaults.damaged, vault)

@@ -346,3 +346,56 @@ async def test_an_index_stops_at_its_budget_unless_it_runs_in_the_background_in_
         await trio.sleep(0)
     assert (job.state, job.error) == ("done", None)
     assert len(middle.index.vectors[middle.vault_id]) == 30
+
+
+async def test_searches_during_a_long_ingest_answer_from_an_epoch_no_older_than_their_start(
+    middle: Middle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 12, defect 5: no search fails with vault_changed while an ingest runs."""
+    from memories.daemon import ingest
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for number in range(3 * ingest.STEP_FILES):
+        (folder / f"n{number:03}.md").write_text(f"# note {number}\n\nalpha {number}\n")
+    pauses = {ingest.STEP_FILES + 5: threading.Event(), 2 * ingest.STEP_FILES + 5: threading.Event()}
+    reached = {at: threading.Event() for at in pauses}
+    read_note = ingest._read_note
+    reads = 0
+
+    def paused_read(candidate: Any, title: Any) -> Any:  # an ingest that takes its time, in its read thread
+        nonlocal reads
+        reads += 1
+        if reads in pauses:
+            reached[reads].set()
+            pauses[reads].wait(10)
+        return read_note(candidate, title)
+
+    monkeypatch.setattr(ingest, "_read_note", paused_read)
+    answers: list[tuple[int, int, int, list[str]]] = []
+
+    async def search() -> None:
+        ctx = RequestContext()
+        start = middle.epoch()
+        report = await middle.ok(p.MemorySearch(vault="notes", query="alpha", limit=100), ctx)
+        answers.append((start, job_of_latest(middle, "search").epoch, len(report.results), ctx.warnings))
+
+    epoch_before = middle.epoch()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(middle.ok, p.RagIngest(vault="notes", paths=[str(folder)]))
+        for at, pause in pauses.items():
+            while not reached[at].is_set():
+                await trio.sleep(0.001)
+            for _ in range(5):
+                await search()
+            pause.set()
+    assert len(answers) == 10
+    for start, epoch, found, warnings in answers:
+        assert epoch >= start and found >= ingest.STEP_FILES
+        assert any("an ingest into notes is in progress" in note for note in warnings)
+    assert job_of(middle, "ingest").state == "done"
+    assert middle.epoch() - epoch_before == 3  # one change per step of STEP_FILES files, not one per file
+
+
+def job_of_latest(middle: Middle, kind: str) -> Any:
+    return [j for j in middle.daemon.jobs._history if j.kind == kind][-1]
