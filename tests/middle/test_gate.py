@@ -15,6 +15,7 @@ import trio.testing
 from memories import protocol as p
 from memories import worker_protocol as w
 from memories.daemon.context import RequestContext
+from memories.daemon.jobs import GRACE
 from memories.errors import MemoriesError
 from tests.fixtures.middle import Middle
 
@@ -263,12 +264,45 @@ async def test_a_reply_after_cancel_is_dropped_and_counted(middle: Middle) -> No
         nursery.start_soon(fails, "cancelled", middle, SEARCH)
         await middle.index.started.setdefault(w.IndexSync, trio.Event()).wait()
         job = next(j for j in middle.daemon.jobs._active.values() if j.kind == "search")
-        await middle.ok(p.JobCancel(job_id=job.id))
+        listing = await middle.ok(p.JobCancel(job_id=job.id))
+        assert [j.id for j in listing.jobs] == [job.id]
     middle.index.holds[w.IndexSync].set()  # the fake answers late
     await trio.testing.wait_all_tasks_blocked()
     status = await middle.ok(p.Status())
     assert status.dropped_replies == 1
-    assert job.state == "cancelled"
+    assert (job.state, job.error.code) == ("cancelled", "cancelled")
+    await fails("job_not_found", middle, p.JobCancel(job_id=job.id))
+
+
+async def test_a_step_stuck_past_the_budget_is_cut_after_the_grace_and_its_worker_replaced(
+    middle: Middle, mock_clock: trio.testing.MockClock
+) -> None:
+    await middle.add("alpha note")
+    middle.index.holds[w.IndexSync] = trio.Event()  # a step that never returns
+    outcome: dict[str, Any] = {}
+
+    async def search() -> None:
+        try:
+            await middle.ok(SEARCH)
+        except MemoriesError as exc:
+            outcome["error"] = exc
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(search)
+        await middle.index.started.setdefault(w.IndexSync, trio.Event()).wait()
+        mock_clock.jump(300 + GRACE - 1)  # past the budget, within the grace: the step may still finish
+        await trio.testing.wait_all_tasks_blocked()
+        assert "error" not in outcome
+        mock_clock.jump(2)
+    assert outcome["error"].code == "budget_exceeded" and "far past" in outcome["error"].message
+    index = middle.daemon.workers.index
+    while middle.fakes["index"].spawned < 2 or index.info().state != "ready":
+        await trio.sleep(0)  # the stuck worker is killed and a fresh one started (after a 0.1 s backoff)
+        mock_clock.jump(0.1)
+    assert index.restarts == 1
+    del middle.index.holds[w.IndexSync]
+    middle.index.caches.clear()  # a fresh index worker starts cold
+    assert len((await middle.ok(SEARCH)).results) == 1
 
 
 async def test_a_worker_crash_mid_step_fails_the_job_and_the_next_one_works(middle: Middle) -> None:
