@@ -410,8 +410,11 @@ def test_empty_passphrase_is_refused(home: HomeDir, stdin: str) -> None:
 
 
 def test_idle_auto_lock(home: HomeDir) -> None:
+    vault = initialize(home)  # without auto-lock: on a loaded machine, 1.2 s can pass between two set-up commands
+    vault.ok("daemon", "stop")
     home.config.write_text(home.config.read_text() + "[daemon]\nauto_lock_minutes = 0.02\n")  # 1.2 s idle
-    vault = initialize(home)
+    vault.start()
+    vault.ok("unlock", "--passphrase-stdin", stdin=PASSPHRASE + "\n")
     vault.wait_for(lambda: vault.run("daemon", "status").doc["locked"], what="the idle auto-lock")
     vault.fails("vault_locked", "memory", "list", "notes")
 
