@@ -87,11 +87,9 @@ async def test_a_cut_during_the_final_store_call_drops_the_search_result(middle:
         nursery.start_soon(search)
         await held.started()
         job = next(j for j in middle.daemon.jobs._active.values() if j.kind == "search")
-        if how == "cancel":
-            await middle.ok(p.JobCancel(job_id=job.id))
-        else:
-            nursery.start_soon(middle.ok, p.Lock())
-            await trio.testing.wait_all_tasks_blocked()
+        # Both cut the job at once, then wait for it to end: it ends when the held store call returns.
+        nursery.start_soon(middle.ok, p.JobCancel(job_id=job.id) if how == "cancel" else p.Lock())
+        await trio.testing.wait_all_tasks_blocked()
         held.release()
     assert "result" not in outcome
     assert outcome["error"].code == ("cancelled" if how == "cancel" else "vault_locked")
@@ -173,7 +171,8 @@ async def test_an_ingest_cancelled_mid_way_keeps_and_lists_the_cards_it_stored(m
         nursery.start_soon(ingest)
         await held.started()
         job = next(j for j in middle.daemon.jobs._active.values() if j.kind == "ingest")
-        await middle.ok(p.JobCancel(job_id=job.id))
+        nursery.start_soon(middle.ok, p.JobCancel(job_id=job.id))  # it answers once the job has ended
+        await trio.testing.wait_all_tasks_blocked()
         held.release()
     error = outcome["error"]
     assert error.code == "cancelled"
