@@ -39,7 +39,8 @@ IngestStatus = Literal["added", "updated", "moved", "unchanged", "refused", "ski
 GrantScope = Literal["search", "read", "retrieve", "ask"]
 """What a grant lets an AI client do: one MCP tool each (``memory_search``, ``memory_read``, ``memory_retrieve``,
 ``memory_ask``)."""
-GrantState = Literal["active", "expired", "revoked"]
+GrantState = Literal["active", "suspended", "expired", "revoked"]
+"""``suspended``: the grant would be active, but the home is locked (lock suspends every grant)."""
 
 TAG_FIELD = "$type"
 

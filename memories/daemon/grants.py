@@ -50,7 +50,11 @@ forgotten grant lapses by itself."""
 
 SCOPES: tuple[p.GrantScope, ...] = get_args(p.GrantScope)
 
-_RELATIVE = re.compile(r"([1-9][0-9]{0,5})([mhd])")
+MAX_EXPIRY_DAYS = 3650
+"""The furthest expiry a grant may have, in days from its creation (about 10 years): a longer one is almost surely
+a typo (``99999999d``), and ``never`` says "no expiry" on purpose."""
+
+_RELATIVE = re.compile(r"([0-9]+)([mhd])")
 _UNIT_SECONDS = {"m": 60, "h": 3600, "d": 86400}
 
 _INVALID = (
@@ -93,23 +97,38 @@ def parse_expiry(text: str, now: float) -> float | None:
         Unix seconds, or ``None`` for never.
 
     Raises:
-        MemoriesError: ``invalid_argument`` for anything else or a time not in the future.
+        MemoriesError: ``invalid_argument`` for anything else, a time not in the future, or one more than
+            :data:`MAX_EXPIRY_DAYS` days after ``now`` (the message says the maximum).
     """
     text = text.strip()
     if text == "never":
         return None
+    latest = now + MAX_EXPIRY_DAYS * 86400
     match = _RELATIVE.fullmatch(text)
     if match:
-        return now + int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-    try:
-        moment = datetime.datetime.fromisoformat(text)
-    except ValueError:
-        raise MemoriesError(
-            "invalid_argument", f"--expires {text!r} is not 30m, 12h, 7d, an ISO-8601 time or never"
-        ) from None
-    expires = moment.timestamp()
+        digits, unit = match.groups()
+        # Compared before converting: a thousand-digit count is too far, not a ValueError from int().
+        seconds = int(digits) * _UNIT_SECONDS[unit] if len(digits) <= 12 else latest
+        expires = now + seconds
+    else:
+        try:
+            moment = datetime.datetime.fromisoformat(text)
+        except ValueError:
+            raise MemoriesError(
+                "invalid_argument", f"--expires {text!r} is not 30m, 12h, 7d, an ISO-8601 time or never"
+            ) from None
+        try:
+            expires = moment.timestamp()
+        except (OverflowError, OSError, ValueError):  # a year the platform's clock cannot reach (1, 9999 + zone)
+            expires = 0.0 if moment.year < 1970 else latest + 1
     if expires <= now:
         raise MemoriesError("invalid_argument", f"--expires {text} is not in the future")
+    if expires > latest:
+        raise MemoriesError(
+            "invalid_argument",
+            f"--expires {text} is too far in the future: at most {MAX_EXPIRY_DAYS}d (about 10 years) from now; "
+            "give never for a grant that does not expire",
+        )
     return expires
 
 
@@ -257,6 +276,8 @@ class Grants:
             state = "revoked"
         elif row.expires is not None and self._clock() >= row.expires:
             state = "expired"
+        elif self._keys.locked:  # lock suspends every grant: its calls fail with vault_locked until unlock
+            state = "suspended"
         scope = [s for s in row.scope.split(",") if s in SCOPES]
         return p.GrantInfo(
             id=row.id,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from memories.config import CryptoConfig
-from memories.daemon.grants import Grants, parse_expiry, token_hash
+from memories.daemon.grants import MAX_EXPIRY_DAYS, Grants, parse_expiry, token_hash
 from memories.daemon.keyring import Keyring
 from memories.daemon.vaults import Vaults
 from memories.errors import MemoriesError
@@ -123,8 +123,31 @@ def test_expiry_forms() -> None:
     assert parse_expiry("7d", now) == now + 7 * 86400
     assert parse_expiry("never", now) is None
     assert parse_expiry("2030-01-01T00:00:00+00:00", now) == 1893456000.0
-    for bad in ("0m", "5w", "yesterday", "2020-01-01T00:00:00+00:00", ""):
+    for bad in ("0m", "5w", "yesterday", "2020-01-01T00:00:00+00:00", "", "0001-01-01"):
         assert _code(parse_expiry, bad, now) == "invalid_argument"
+    assert parse_expiry(f"{MAX_EXPIRY_DAYS}d", now) == now + MAX_EXPIRY_DAYS * 86400
+
+
+@pytest.mark.parametrize("far", ["3651d", "99999999d", "9" * 5000 + "m", "2999-01-01", "9999-12-31T23:59:59+14:00"])
+def test_an_expiry_too_far_in_the_future_says_the_maximum(far: str) -> None:
+    with pytest.raises(MemoriesError) as caught:
+        parse_expiry(far, 1_800_000_000.0)
+    assert caught.value.code == "invalid_argument"
+    assert "too far in the future" in caught.value.message and f"at most {MAX_EXPIRY_DAYS}d" in caught.value.message
+
+
+def test_a_locked_home_lists_its_live_grants_as_suspended(parts) -> None:
+    _, keyring, vaults, grants, clock, _ = parts
+    v1 = vaults.create("v1", False)
+    live, gone = grants.create(v1, "a", ["search"], "7d"), grants.create(v1, "b", ["search"], "1h")
+    revoked = grants.create(v1, "c", ["search"], "7d")
+    grants.revoke(revoked.id, None)
+    clock.now += 3601
+    keyring.lock()
+    states = {g.id: g.state for g in grants.listing(None)}
+    assert states == {live.id: "suspended", gone.id: "expired", revoked.id: "revoked"}
+    keyring.unlock("passphrase")
+    assert {g.id: g.state for g in grants.listing(None)}[live.id] == "active"
 
 
 def test_the_guard_of_an_authorized_call_sees_revoke_expiry_and_lock(parts) -> None:
