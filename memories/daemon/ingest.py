@@ -9,13 +9,15 @@ resolved path is sealed in the card's header (:class:`~memories.daemon.vaults.Or
 same file updates that card, and a different file with the same name never does (see :func:`_find_card`).
 
 Refused files (``unsupported_file``: PDF, Office documents, images, archives, NUL bytes, invalid UTF-8; or
-``body_too_large``) store nothing; the other files of the run still go in. A UTF-8 BOM is accepted and removed,
+``body_too_large``; or ``internal_error`` when reading or storing that one file failed unexpectedly) store
+nothing; the other files of the run still go in. A UTF-8 BOM is accepted and removed,
 so byte offsets count from the first byte after it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,8 +34,11 @@ from memories.daemon.vaults import Origin, Vaults, split_tags
 from memories.errors import MemoriesError
 from memories.files import FileTooLarge, NotRegularFile, read_regular_file
 from memories.limits import MAX_BODY_BYTES, MAX_TITLE_BYTES, body_too_large
+from memories.logs import log_failure
 from memories.rag.notes import front_matter_tags, note_title, truncate_utf8
 from memories.store import VaultRow
+
+log = logging.getLogger("memories.ingest")
 
 STEP_FILES = 64
 """Files per ingest step. The vault's epoch is bumped once per step that stored something (and when the job ends),
@@ -171,6 +176,11 @@ class Ingest:
             record_id, revision, status, wrote = await self._store.run(self._store_note, vault, candidate.source, note)
         except MemoriesError as exc:
             error = p.ErrorInfo(code=exc.code, message=exc.message)
+            return p.IngestResult(path=path, source=candidate.source, status="refused", error=error), False
+        except Exception as exc:  # a bug one file ran into: that file is refused, the others still go in
+            log_failure(log, "ingest: one file failed", exc)  # its type only: a path can say what a note is
+            message = f"{path}: importing it failed unexpectedly ({type(exc).__name__}); see the daemon log"
+            error = p.ErrorInfo(code="internal_error", message=message)
             return p.IngestResult(path=path, source=candidate.source, status="refused", error=error), False
         result = p.IngestResult(path=path, source=candidate.source, status=status, id=record_id, revision=revision)
         return result, wrote

@@ -1,0 +1,43 @@
+"""``rag ingest`` in the daemon's middle: one file's unexpected failure refuses that file, not the whole ingest."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from memories import protocol as p
+from memories.daemon import ingest
+from tests.fixtures.middle import Middle
+
+
+async def test_an_unexpected_failure_on_one_file_refuses_only_that_file(
+    middle: Middle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A stand-in for a parser bug no test has met yet (the way a RecursionError and a ValueError from YAML's
+    constructors once failed whole ingests): the front matter of one note makes the tag reader raise."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "good.md").write_text("# Good\n\nan ordinary note\n")
+    (folder / "bad.md").write_text("---\ntags: BOOM\n---\n# Bad\n\nthis one trips the bug\n")
+    tags = ingest.front_matter_tags
+
+    def buggy(text: str) -> list[str]:
+        if "BOOM" in text:
+            raise RuntimeError("a bug")
+        return tags(text)
+
+    monkeypatch.setattr(ingest, "front_matter_tags", buggy)
+    with caplog.at_level(logging.ERROR, logger="memories.ingest"):
+        report = await middle.ok(p.RagIngest(vault="notes", paths=[str(folder)]))
+    results = {Path(r.path).name: r for r in report.results}
+    assert results["good.md"].status == "added"
+    bad = results["bad.md"]
+    assert bad.status == "refused" and bad.error is not None and bad.error.code == "internal_error"
+    assert "RuntimeError" in bad.error.message and "see the daemon log" in bad.error.message
+    assert [r.getMessage() for r in caplog.records] == [
+        "ingest: one file failed: RuntimeError (set MEMORIES_DEBUG=1 for the traceback)"
+    ]
+    listed = await middle.ok(p.MemoryList(vault="notes"))
+    assert [r.title for r in listed.records] == ["Good"]
