@@ -34,7 +34,9 @@ RecordKind = Literal["memory", "card", "credential", "file"]
 Sensitivity = Literal["general", "private"]
 MatchMode = Literal["any", "all", "phrase"]
 SearchMode = Literal["bm25", "vector", "hybrid"]
-JobState = Literal["queued", "running", "done", "failed", "cancelled"]
+JobState = Literal["queued", "running", "cancelling", "done", "failed", "cancelled"]
+"""``cancelling``: cut (cancel, lock, a revoke...) while its last step is still ending; then ``cancelled`` or
+``failed``."""
 IngestStatus = Literal["added", "updated", "moved", "unchanged", "refused", "skipped"]
 GrantScope = Literal["search", "read", "retrieve", "ask"]
 """What a grant lets an AI client do: one MCP tool each (``memory_search``, ``memory_read``, ``memory_retrieve``,

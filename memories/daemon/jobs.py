@@ -127,13 +127,14 @@ class Job:
         self._last_event = -math.inf
 
     def info(self) -> p.JobInfo:
-        """The job as ``memories jobs`` shows it."""
+        """The job as ``memories jobs`` shows it: ``cancelling`` once it is cut while a step that cannot be
+        abandoned (a store call) is still ending."""
         return p.JobInfo(
             id=self.id,
             kind=self.kind,
             vault=self.vault_id,
             vault_name=self.vault_name,
-            state=self.state,
+            state="cancelling" if self._cut is not None and self.active else self.state,
             done=self.done,
             total=self.total,
             error=self.error,

@@ -128,6 +128,27 @@ async def test_a_revoke_during_a_granted_search_cuts_its_job_at_once(middle: Mid
     assert job.state != "done" and job.error.code == "grant_revoked"
 
 
+async def test_a_job_cut_while_its_step_is_still_ending_is_listed_as_cancelling(middle: Middle) -> None:
+    """Between the cut and the job's end (at once for a worker step; a store call must finish first, and ``jobs
+    cancel`` answers after 5 s at most) the job reads ``cancelling``, not ``running``."""
+    await middle.add("alpha note")
+    middle.index.holds[w.IndexQuery] = trio.Event()  # a step in flight, never released
+    middle.index.started.pop(w.IndexQuery, None)
+
+    async def search() -> None:
+        with pytest.raises(MemoriesError):
+            await middle.ok(SEARCH)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(search)
+        await middle.index.started.setdefault(w.IndexQuery, trio.Event()).wait()
+        job = next(j for j in middle.daemon.jobs._active.values() if j.kind == "search")
+        middle.daemon.jobs.cancel(job.id)  # the cut; the job ends at the scheduler's next turn
+        assert job.info().state == "cancelling"
+    assert job.info().state == "cancelled"
+    assert {j.id: j.state for j in (await middle.ok(p.Jobs())).jobs}[job.id] == "cancelled"
+
+
 async def test_a_grant_that_expires_during_the_last_step_of_its_search_drops_the_result(middle: Middle) -> None:
     """The grant's check (lock, auth epoch, expiry by the daemon's clock) is part of the gate's acceptance check."""
     grant, call = await _granted_search(middle)
