@@ -58,6 +58,13 @@ class DaemonConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     job_budget_seconds: Annotated[float, msgspec.Meta(gt=0, le=24 * 3600)] = 300
 
 
+class SyncConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """``[sync]``: while unlocked, pull then push every synced vault each ``interval_seconds`` (unset: only on
+    ``sync pull`` / ``sync push``)."""
+
+    interval_seconds: Annotated[float, msgspec.Meta(ge=5, le=24 * 3600)] | None = None
+
+
 class CryptoConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """``[crypto]``: Argon2id cost used when ``memories init`` creates the key hierarchy.
 
@@ -179,6 +186,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     daemon: DaemonConfig = msgspec.field(default_factory=DaemonConfig)
     crypto: CryptoConfig = msgspec.field(default_factory=CryptoConfig)
     rag: RagConfig = msgspec.field(default_factory=RagConfig)
+    sync: SyncConfig = msgspec.field(default_factory=SyncConfig)
 
 
 MAX_CONFIG_BYTES = 1024 * 1024

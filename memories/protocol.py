@@ -323,6 +323,40 @@ class Granted(_Message):
     call: ToolCall
 
 
+class SyncInit(_Message):
+    """``sync init``: make ``folder`` the vault's sync folder, its key wrapped under the sync ``passphrase``."""
+
+    vault: str
+    folder: str
+    passphrase: str
+
+
+class SyncJoin(_Message):
+    """``sync join``: add the vault of sync folder ``folder`` (its id and key), as ``name`` when given."""
+
+    folder: str
+    passphrase: str
+    name: str | None = None
+
+
+class SyncPush(_Message):
+    """``sync push``: write the vault's revisions the folder lacks."""
+
+    vault: str
+
+
+class SyncPull(_Message):
+    """``sync pull``: import what the folder holds and the vault has not seen."""
+
+    vault: str
+
+
+class SyncStatus(_Message):
+    """``sync status``: the vault's last push and pull and what they found."""
+
+    vault: str
+
+
 Request = (
     Status
     | Stop
@@ -354,6 +388,11 @@ Request = (
     | GrantList
     | GrantRevoke
     | Granted
+    | SyncInit
+    | SyncJoin
+    | SyncPush
+    | SyncPull
+    | SyncStatus
 )
 
 
@@ -414,6 +453,8 @@ class DaemonStatus(_Message):
     under an epoch-checked job (which then ran again)."""
     test_hooks: bool
     dumpable: bool | None = None
+    embedding_batches: int = 0
+    """Embedding batches stored since the daemon started (a pull that changed nothing adds none)."""
 
 
 class VaultInfo(_Message):
@@ -523,6 +564,8 @@ class JobInfo(msgspec.Struct):
     error: ErrorInfo | None
     unit: str | None = None
     vault_name: str | None = None
+    background: bool = False
+    """Started by the daemon itself (after a pull, ``rag index --background``, the sync timer): no client waits."""
 
 
 class JobListing(_Message):
@@ -804,6 +847,49 @@ class ToolAskReport(_Message):
     omitted: int
 
 
+class SyncBadFile(msgspec.Struct):
+    """A payload file a pull could not import: ``reason`` ``truncated``, ``tampered`` (an ``integrity_error``),
+    ``other_key`` or ``not_a_payload``; ``pending`` while it may still be arriving (retried when it changes)."""
+
+    file: str
+    reason: str
+    pending: bool
+
+
+class SyncSkipped(msgspec.Struct):
+    """A file in the sync folder that is not read, and why."""
+
+    file: str
+    why: str
+
+
+class SyncReport(_Message):
+    """``sync init|push|pull|status``: times are Unix seconds (``None``: never); ``imported``: revisions the last
+    pull imported; ``pushed``: payloads the last push wrote; ``conflicts``: record ids in conflict after the last
+    pull; ``not_local``: revisions another device pushed that have not reached the folder here yet; ``waiting``:
+    revisions whose parents have not arrived."""
+
+    vault: str
+    folder: str
+    device: str
+    last_push: float | None
+    last_pull: float | None
+    imported: int
+    pushed: int
+    conflicts: list[str]
+    bad: list[SyncBadFile]
+    skipped: list[SyncSkipped]
+    not_local: int
+    waiting: int
+
+
+class SyncJoined(_Message):
+    """``sync join``: the vault added."""
+
+    id: str
+    name: str
+
+
 Result = (
     Done
     | DaemonStatus
@@ -829,6 +915,8 @@ Result = (
     | ToolSearchReport
     | ToolRetrieveReport
     | ToolAskReport
+    | SyncReport
+    | SyncJoined
 )
 
 

@@ -49,6 +49,8 @@ class TestHooks(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
         clock_offset_file: path of a file holding a number of seconds added to the daemon's clock for grant
             expiry, read at every check (a test moves time forward by writing it, instead of sleeping).
         hold_step: one worker step held until the worker is killed (:class:`HoldStep`).
+        kill_after_payloads: the daemon kills itself (SIGKILL) after writing this many sync payloads: a crash
+            between the writes of a push.
     """
 
     step_delay_seconds: dict[str, float] = {}
@@ -56,6 +58,7 @@ class TestHooks(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     model_manifest: str | None = None
     clock_offset_file: str | None = None
     hold_step: HoldStep | None = None
+    kill_after_payloads: int | None = None
 
 
 def load_hooks() -> TestHooks | None:

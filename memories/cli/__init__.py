@@ -29,6 +29,7 @@ COMMANDS = {
     "grant": "memories.cli.grant:grant",
     "inject": "memories.cli.inject:inject",
     "mcp": "memories.cli.mcp:mcp",
+    "sync": "memories.cli.sync:sync",
 }
 """Subcommand name -> ``module:attribute`` of its click command."""
 

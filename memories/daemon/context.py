@@ -28,6 +28,11 @@ class RequestContext:
         self.warnings: list[str] = []
         self._attach = attach
 
+    @property
+    def detached(self) -> bool:
+        """Nobody waits for this request's jobs (the daemon's own work)."""
+        return self._attach is None
+
     def attach(self, job: Job) -> None:
         """Report ``job`` to whoever waits for this request (nobody, for the daemon's own work)."""
         if self._attach is not None:

@@ -66,6 +66,8 @@ class Indexing:
         self._index = index
         self._cut_after = cut_after_batches
         self._spawn = spawn
+        self.batches = 0
+        """Embedding batches stored since the daemon started (``daemon status``)."""
 
     def handlers(self) -> Handlers:
         """The requests this module answers."""
@@ -95,6 +97,7 @@ class Indexing:
         budget asks for a fresh one, explicitly. Its outcome is visible in ``memories jobs``. The caller checked
         the device-only policy."""
         job = self._jobs.new_job("index", vault.id, vault.name, epoch_checked=False)
+        job.background = True
 
         async def rounds(job: VaultJob) -> p.IndexReport:
             while True:
@@ -176,6 +179,7 @@ class Indexing:
             failed={keys[index]: reason for index, reason in embedded.failed.items()},
         )
         stored = await job.call(self._index, store, budget=False, epoch=False)
+        self.batches += 1
         if isinstance(stored, w.VectorsStored):  # else the vault left the cache: the next ask rebuilds
             counts["embedded_now"] += stored.stored
             counts["missing"] -= stored.stored  # so a budget stop before the next ask reports it right

@@ -123,6 +123,7 @@ class Job:
         self.details: dict[str, Any] = {}
         self.guards: list[Guard] = []
         self.interrupted_step: WorkerHandle | None = None
+        self.background = False
         self._cut: MemoriesError | None = None
         self._last_event = -math.inf
 
@@ -139,6 +140,7 @@ class Job:
             total=self.total,
             error=self.error,
             unit=self.unit,
+            background=self.background,
         )
 
     @property

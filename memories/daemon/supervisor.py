@@ -16,10 +16,11 @@ the request types it answers) and locks the home::
             ├─ Asking(store, jobs, retrieval, remote)        rag ask
             ├─ Ingest(store, jobs, cache_sync, epochs)
             ├─ Records(store, epochs, jobs, grants, index)
-            └─ Tools(store, grants, retrieval, asking)       MCP calls through a grant
+            ├─ Tools(store, grants, retrieval, asking)       MCP calls through a grant
+            └─ SyncRequests(store, jobs, epochs, indexing)   sync init|join|push|pull|status, the sync timer
 
 ``Daemon.serve`` runs, in one trio nursery: the client socket, the three workers (each supervised and restarted on a
-crash), the file watch, the idle auto-lock timer and the signal handler.
+crash), the file watch, the idle auto-lock timer, the sync timer and the signal handler.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from memories.daemon.records import Records
 from memories.daemon.retrieval import Retrieval
 from memories.daemon.server import Answering, Connection, serve_socket
 from memories.daemon.store_gate import StoreGate
+from memories.daemon.sync import SyncRequests
 from memories.daemon.tools import Tools
 from memories.daemon.vaults import Vaults
 from memories.daemon.watch import FileWatch
@@ -129,6 +131,10 @@ class Daemon:
         self.ingest = Ingest(self.store, self.jobs, self.cache_sync, self.epochs)
         self.records = Records(self.store, self.epochs, self.jobs, self.grants, self.workers.index)
         self.tools = Tools(self.store, self.grants, self.retrieval, self.asking)
+        kill_after = hooks.kill_after_payloads if hooks else None
+        self.sync = SyncRequests(
+            self.store, self.jobs, self.epochs, self.indexing, self.embedding, config, Path(home.root), kill_after
+        )
         self._handlers: Handlers = {
             p.Status: self._status,
             p.Stop: self._stop,
@@ -147,6 +153,7 @@ class Daemon:
             **self.indexing.handlers(),
             **self.models.handlers(),
             **self.tools.handlers(),
+            **self.sync.handlers(),
         }
         self._answering = Answering()
         self._last_activity = 0.0  # trio clock, set when serving starts
@@ -181,6 +188,7 @@ class Daemon:
             nursery.start_soon(worker.supervise)
         nursery.start_soon(self.watch.run)
         nursery.start_soon(self._auto_lock)
+        nursery.start_soon(self.sync.every_interval)
 
     async def stop(self) -> None:
         """Stop serving: cancel every job, telling its client the daemon is stopping, let those answers go out
@@ -308,6 +316,7 @@ class Daemon:
             dropped_results=self.jobs.dropped_results,
             test_hooks=self.hooks is not None,
             dumpable=dumpable(),
+            embedding_batches=self.indexing.batches,
         )
 
     async def _stop(self, request: p.Stop, ctx: RequestContext) -> p.Result:

@@ -105,6 +105,10 @@ class Sync:
             )
         return msgspec.msgpack.decode(raw, type=SyncState)
 
+    def synced(self) -> list[VaultRow]:
+        """The vaults that have a sync folder."""
+        return [vault for vault in self._vaults.all() if self._store.sync_state(vault.id) is not None]
+
     def init(self, vault: VaultRow, root: Path, passphrase: str, cost: CryptoConfig) -> list[str]:
         """Make ``root`` the vault's sync folder (its key wrapped under ``passphrase``); returns warnings.
 

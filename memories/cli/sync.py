@@ -1,0 +1,87 @@
+"""``sync init|join|push|pull|status``: a vault carried between devices through a folder a sync tool shares.
+
+The sync passphrase is asked twice on a terminal for ``init`` (once for ``join``) or read as one line from
+stdin; it has the same minimum length as ``init``'s. Folders are sent to the daemon as absolute paths.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+
+import click
+
+from memories import protocol as p
+from memories.cli.keys import read_passphrase
+from memories.cli.output import Session, command, printable_name
+
+_STDIN_HELP = "Read the sync passphrase as one line from standard input (never from an argument)."
+
+
+@click.group()
+def sync() -> None:
+    """Carry a vault between devices through a shared folder (Syncthing, Dropbox, a NAS)."""
+
+
+def _when(seconds: float | None) -> str:
+    if seconds is None:
+        return "never"
+    return datetime.datetime.fromtimestamp(seconds).isoformat(timespec="seconds")
+
+
+def _show(document: dict) -> None:
+    click.echo(f"vault {document['vault']}  folder {printable_name(document['folder'])}")
+    click.echo(f"last push {_when(document['last_push'])} ({document['pushed']} written)")
+    click.echo(f"last pull {_when(document['last_pull'])} ({document['imported']} imported)")
+    for record_id in document["conflicts"]:
+        click.echo(f"conflict: record {record_id} (`memory read` shows both; `memory update` resolves it)")
+    for bad in document["bad"]:
+        state = "not complete yet" if bad["pending"] else "bad"
+        click.echo(f"{state}: {printable_name(bad['file'])} ({bad['reason']})")
+    for skipped in document["skipped"]:
+        click.echo(f"skipped: {printable_name(skipped['file'])} ({skipped['why']})")
+    if document["not_local"] or document["waiting"]:
+        click.echo(f"not here yet: {document['not_local']} payload(s); waiting for parents: {document['waiting']}")
+
+
+@command(sync, name="init")
+@click.argument("vault_ref", metavar="VAULT")
+@click.option("--to", "folder", required=True, type=click.Path(file_okay=False), help="The sync folder.")
+@click.option("--passphrase-stdin", is_flag=True, help=_STDIN_HELP)
+def init(session: Session, vault_ref: str, folder: str, passphrase_stdin: bool) -> None:
+    """Make FOLDER the vault's sync folder (asks for a new sync passphrase)."""
+    passphrase = read_passphrase(passphrase_stdin, confirm=True, check_length=True)
+    request = p.SyncInit(vault=vault_ref, folder=os.path.abspath(folder), passphrase=passphrase)
+    session.emit(*session.call(request), _show)
+
+
+@command(sync)
+@click.argument("folder", type=click.Path(file_okay=False))
+@click.option("--name", help="The vault's name here (when this home has a vault of its name already).")
+@click.option("--passphrase-stdin", is_flag=True, help=_STDIN_HELP)
+def join(session: Session, folder: str, name: str | None, passphrase_stdin: bool) -> None:
+    """Add the vault of FOLDER to this home, with its id and key (asks for its sync passphrase)."""
+    passphrase = read_passphrase(passphrase_stdin, confirm=False)
+    request = p.SyncJoin(folder=os.path.abspath(folder), passphrase=passphrase, name=name)
+    session.emit(*session.call(request), lambda d: click.echo(f"joined vault {d['name']} ({d['id']})"))
+
+
+@command(sync)
+@click.argument("vault_ref", metavar="VAULT")
+def push(session: Session, vault_ref: str) -> None:
+    """Write the vault's revisions the sync folder lacks."""
+    session.emit(*session.call(p.SyncPush(vault=vault_ref)), _show)
+
+
+@command(sync)
+@click.argument("vault_ref", metavar="VAULT")
+def pull(session: Session, vault_ref: str) -> None:
+    """Import what the sync folder holds and this vault has not seen."""
+    session.emit(*session.call(p.SyncPull(vault=vault_ref)), _show)
+
+
+@command(sync)
+@click.argument("vault_ref", metavar="VAULT")
+def status(session: Session, vault_ref: str) -> None:
+    """The vault's last push and pull: payloads imported, conflicts, files skipped and why."""
+    session.emit(*session.call(p.SyncStatus(vault=vault_ref)), _show)

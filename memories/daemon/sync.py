@@ -1,0 +1,171 @@
+"""``sync init|join|push|pull|status`` in the daemon, and its pulls and pushes on a timer (``[sync]
+interval_seconds``).
+
+Push and pull are jobs (shown in ``memories jobs``); their file and store work runs in the store's thread
+(:class:`memories.sync.engine.Sync`). A pull that changed a vault bumps its epoch, which invalidates its cached
+index and makes the late results of jobs that started before it stale (they are dropped and run again; R-19,
+R-45), then starts a background index job with no client that brings the index and the embeddings up to date
+(:meth:`Indexing.start_background`; with no model installed the index is rebuilt by the next search). A pull that
+changed nothing bumps nothing and starts nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+from pathlib import Path
+
+import trio
+
+from memories import protocol as p
+from memories.config import Config
+from memories.daemon.backends import EmbeddingBackend
+from memories.daemon.context import Handlers, RequestContext
+from memories.daemon.indexing import Indexing
+from memories.daemon.jobs import Epochs, JobManager, VaultJob
+from memories.daemon.store_gate import StoreGate
+from memories.errors import MemoriesError
+from memories.store import VaultRow
+from memories.sync.engine import Sync, SyncState
+
+log = logging.getLogger("memories.sync")
+
+
+class SyncRequests:
+    """The sync requests of the daemon; every one needs the home unlocked.
+
+    Args:
+        store: the store gate; jobs: the job queue; epochs: bumped by a pull that changed a vault;
+        indexing: starts the background index job after such a pull; backend: its vector space;
+        config: ``[crypto]`` (the sync passphrase's cost) and ``[sync]``; home: the home folder;
+        kill_after_payloads: test hooks only: the daemon kills itself after writing this many payloads.
+    """
+
+    def __init__(
+        self,
+        store: StoreGate,
+        jobs: JobManager,
+        epochs: Epochs,
+        indexing: Indexing,
+        backend: EmbeddingBackend,
+        config: Config,
+        home: Path,
+        kill_after_payloads: int | None,
+    ) -> None:
+        self._store = store
+        self._jobs = jobs
+        self._epochs = epochs
+        self._indexing = indexing
+        self._backend = backend
+        self._config = config
+        self._written = 0
+        self._kill_after = kill_after_payloads
+        hook = self._count_write if kill_after_payloads is not None else None
+        self.engine = Sync(store.store, store.keyring, store.vaults, home, hook)
+
+    def handlers(self) -> Handlers:
+        """The requests this module answers."""
+        return {
+            p.SyncInit: self._init,
+            p.SyncJoin: self._join,
+            p.SyncPush: self._push,
+            p.SyncPull: self._pull,
+            p.SyncStatus: self._status,
+        }
+
+    async def _init(self, request: p.SyncInit, ctx: RequestContext) -> p.Result:
+        vault = await self._store.resolve_unlocked(request.vault)
+        init = self.engine.init
+        ctx.warnings.extend(
+            await self._store.run(init, vault, Path(request.folder), request.passphrase, self._config.crypto)
+        )
+        return _report(vault, await self._store.run(self.engine.state, vault))
+
+    async def _join(self, request: p.SyncJoin, ctx: RequestContext) -> p.Result:
+        self._store.keyring.master()
+        join = self.engine.join
+        vault, warnings = await self._store.run(join, Path(request.folder), request.name, request.passphrase)
+        ctx.warnings.extend(warnings)
+        return p.SyncJoined(id=vault.id, name=vault.name)
+
+    async def _push(self, request: p.SyncPush, ctx: RequestContext) -> p.Result:
+        vault = await self._store.resolve_unlocked(request.vault)
+        return _report(vault, await self.push(vault, ctx))
+
+    async def _pull(self, request: p.SyncPull, ctx: RequestContext) -> p.Result:
+        vault = await self._store.resolve_unlocked(request.vault)
+        return _report(vault, await self.pull(vault, ctx))
+
+    async def _status(self, request: p.SyncStatus, ctx: RequestContext) -> p.Result:
+        vault = await self._store.resolve_unlocked(request.vault)
+        return _report(vault, await self._store.run(self.engine.state, vault))
+
+    async def push(self, vault: VaultRow, ctx: RequestContext) -> SyncState:
+        """Push as a job (the timer's context is attached to nothing)."""
+        job = self._jobs.new_job("sync push", vault.id, vault.name, epoch_checked=False)
+        job.background = ctx.detached
+        ctx.attach(job)
+
+        async def work(job: VaultJob) -> SyncState:
+            return await self._store.run(self.engine.push, vault)
+
+        return await self._jobs.run(job, work)
+
+    async def pull(self, vault: VaultRow, ctx: RequestContext) -> SyncState:
+        """Pull as a job; when it changed the vault, bump its epoch and start a background index job."""
+        job = self._jobs.new_job("sync pull", vault.id, vault.name, epoch_checked=False)
+        job.background = ctx.detached
+        ctx.attach(job)
+
+        async def work(job: VaultJob) -> tuple[SyncState, list[str]]:
+            return await self._store.run(self.engine.pull, vault)
+
+        state, changed = await self._jobs.run(job, work)
+        if changed:
+            self._epochs.bump(vault.id)
+            try:
+                space = await self._backend.space()
+            except MemoriesError as exc:  # no model: the next search rebuilds the index
+                log.info("no background indexing after a pull: %s", exc.code)
+            else:
+                self._indexing.start_background(vault, space)
+        return state
+
+    async def every_interval(self) -> None:
+        """While unlocked, pull then push every synced vault each ``[sync] interval_seconds`` (off when unset)."""
+        seconds = self._config.sync.interval_seconds
+        if seconds is None:
+            return
+        while True:
+            await trio.sleep(seconds)
+            if self._store.locked:
+                continue
+            for vault in await self._store.run(self.engine.synced):
+                try:
+                    await self.pull(vault, RequestContext())
+                    await self.push(vault, RequestContext())
+                except MemoriesError as exc:
+                    log.info("a timed sync ended: %s", exc.code)
+
+    def _count_write(self) -> None:
+        self._written += 1
+        if self._kill_after is not None and self._written >= self._kill_after:
+            os.kill(os.getpid(), signal.SIGKILL)  # test hooks only: a crash between two payloads of a push
+
+
+def _report(vault: VaultRow, state: SyncState) -> p.SyncReport:
+    return p.SyncReport(
+        vault=vault.name,
+        folder=state.folder,
+        device=state.device,
+        last_push=state.last_push,
+        last_pull=state.last_pull,
+        imported=state.imported,
+        pushed=state.pushed,
+        conflicts=state.conflicts,
+        bad=[p.SyncBadFile(file=b.file, reason=b.reason, pending=b.pending) for b in state.bad],
+        skipped=[p.SyncSkipped(file=name, why=why) for name, why in state.skipped],
+        not_local=state.not_local,
+        waiting=state.waiting,
+    )
