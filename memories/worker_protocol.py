@@ -28,7 +28,7 @@ from memories.config import EmbeddingConfig, GenerationConfig, HttpConfig, Reran
 from memories.models.manifest import Manifest
 from memories.protocol import TAG_FIELD, EmbedFailure, InstalledFile, MatchMode, SearchMode
 
-WORKER_PROTOCOL_VERSION = 3
+WORKER_PROTOCOL_VERSION = 4
 """Bumped with every change of a message below. A worker reporting another version (or another package
 version, :data:`INSTALL`) is refused."""
 
@@ -191,6 +191,13 @@ class Vectors(_Message):
     dimension: int
 
 
+class TokenCounts(_Message):
+    """:class:`EmbedCount` done: how many tokens the graph would be fed for each input, in input order (BOS and EOS
+    included, at most ``max_tokens``)."""
+
+    counts: list[int]
+
+
 class ModelInstalled(_Message):
     """:class:`DownloadModel` done: every model file and what this run transferred."""
 
@@ -230,6 +237,7 @@ WorkerReplyBody = (
     | IndexState
     | ModelLoaded
     | Vectors
+    | TokenCounts
     | ModelInstalled
     | RemoteVectors
     | GeneratedText
@@ -367,6 +375,14 @@ class EmbedBatch(WorkerRequest[Vectors]):
     model: EmbedLoad
 
 
+class EmbedCount(WorkerRequest[TokenCounts]):
+    """Count the tokens of exact model inputs without running the graph, so the daemon can put inputs of equal
+    token length in one batch (:meth:`memories.daemon.backends.LocalBackend.order`)."""
+
+    inputs: list[str]
+    model: EmbedLoad
+
+
 class EmbedQuery(WorkerRequest[Vectors]):
     """Embed one search query (the worker applies the query prefix): float32[1, dim] comes back."""
 
@@ -428,6 +444,7 @@ WorkerRequestBody = (
     | IndexDrop
     | EmbedLoad
     | EmbedBatch
+    | EmbedCount
     | EmbedQuery
     | DownloadModel
     | RemoteEmbed

@@ -47,6 +47,12 @@ def embed_batch(request: w.EmbedBatch, ctx: Context) -> w.Vectors:
     return w.Vectors(vectors=vectors.tobytes(), dimension=vectors.shape[1])
 
 
+def count_tokens(request: w.EmbedCount, ctx: Context) -> w.TokenCounts:
+    """The token count of each exact model input (:meth:`LocalOnnxEmbedder.token_ids`), the graph not run."""
+    embedder = _ensure(request.model)
+    return w.TokenCounts(counts=[len(embedder.token_ids(text)) for text in request.inputs])
+
+
 def embed_query(request: w.EmbedQuery, ctx: Context) -> w.Vectors:
     """float32[1, 768] for a search query (query prefix applied here)."""
     vectors = _ensure(request.model).embed_queries([request.query])
@@ -54,4 +60,7 @@ def embed_query(request: w.EmbedQuery, ctx: Context) -> w.Vectors:
 
 
 if __name__ == "__main__":
-    run_worker("embedding", {w.EmbedLoad: load, w.EmbedBatch: embed_batch, w.EmbedQuery: embed_query})
+    run_worker(
+        "embedding",
+        {w.EmbedLoad: load, w.EmbedBatch: embed_batch, w.EmbedCount: count_tokens, w.EmbedQuery: embed_query},
+    )

@@ -4,6 +4,8 @@ One interface, two implementations::
 
     await backend.available()        can it embed at all (local: the model is installed; remote: always)
     await backend.space()            the vector space: key and input recipe (local: loads the model first)
+    backend.plan_size                inputs the index worker names per plan (several batches)
+    await backend.order(job, inputs) the plan's inputs in the order they are batched (local: by token count)
     await backend.embed(job, inputs) one request's vectors, with inputs the service refused as too long
     await backend.embed_query(job, q) float32[dimension] bytes of the query vector
     backend.egress_url               where vault text goes (None: nowhere, the model runs in the daemon)
@@ -30,6 +32,13 @@ from memories.daemon.workers import WorkerHandle
 from memories.errors import MemoriesError
 from memories.models.embedding import DOCUMENT_PREFIX, vector_space_key
 from memories.rag.answers import MIN_SIMILARITY
+
+PLAN_BATCHES = 32
+"""Batches of ``[rag] embed_batch_size`` the local model plans at once. The index worker names the missing inputs
+shortest first by an estimate (it has no tokenizer), the embedding worker counts their tokens, and the plan is
+embedded in batches of equal token counts. Measured on the sample corpus with the real tokenizer, batches of 8
+pad to 1.18 times their real tokens in estimate order, 1.04 with plans of 8 batches, 1.01 with plans of 32, and
+1.00 in one exact order over everything; a plan of 32 batches is about a minute of work on 2 cores."""
 
 LOCAL_RECIPE = w.InputRecipe(prefix=DOCUMENT_PREFIX)
 """EmbeddingGemma's document prompt ``title: {title} | text: `` (its model card, "Prompt instructions")."""
@@ -65,6 +74,16 @@ class LocalBackend:
 
     async def available(self) -> bool:
         return await self._models.installed()
+
+    @property
+    def plan_size(self) -> int:
+        """``batch_size`` × :data:`PLAN_BATCHES`."""
+        return self.batch_size * PLAN_BATCHES
+
+    async def order(self, job: Job, inputs: list[w.ModelInput]) -> list[int]:
+        """Positions of ``inputs`` by the token count the model sees (ties keep the plan's order)."""
+        counts = await self._models.token_counts(job, [item.text for item in inputs])
+        return sorted(range(len(inputs)), key=counts.__getitem__)
 
     async def space(self) -> w.VectorSpace:
         """Raises ``model_not_installed``, ``model_invalid``."""
@@ -130,6 +149,15 @@ class RemoteBackend:
         """Batches in flight at once: ``[rag.embedding] concurrency``, but one until a request has succeeded, so
         a server that states a lower batch limit does so once, before several full batches are on their way."""
         return self._concurrency if self._proven else 1
+
+    @property
+    def plan_size(self) -> int:
+        """One batch per request in flight: ``batch_size`` × :attr:`concurrency`."""
+        return self.batch_size * self.concurrency
+
+    async def order(self, job: Job, inputs: list[w.ModelInput]) -> list[int]:
+        """The plan's own order (the service's tokenizer is not known here)."""
+        return list(range(len(inputs)))
 
     async def space(self) -> w.VectorSpace:
         return self._space

@@ -1,14 +1,15 @@
 """Embedding a vault's chunks, batch by batch (R-26, R-27): ``rag index``, its background rounds, and the
 on-demand embedding of vector and hybrid searches.
 
-The index worker names the model inputs that have no vector in the current vector space (shortest first), the
-embedding backend embeds them (:mod:`memories.daemon.backends`: the local model one batch at a time, a remote
-service up to ``concurrency`` batches at once), the index worker stores each batch as it comes. Inputs the service
-refused as too long are stored as failed for that space and never offered again; ``rag index`` reports them.
-Vectors are keyed by the hash of the exact model
-input, so finished batches survive a budget stop, a cancel, a crash of the embedding worker and edits elsewhere in
-the vault (the job then adopts the new epoch and goes on); a retry embeds only what is still missing. Evicting
-the vault from the worker's cache (R-21: two vaults) drops its vectors with it; the next round rebuilds.
+The index worker names a plan of model inputs that have no vector in the current vector space (shortest first by
+its estimate), the embedding backend orders and embeds them (:mod:`memories.daemon.backends`: the local model
+plans several batches, has their tokens counted and embeds them one batch at a time, equal token counts
+together; a remote service gets up to ``concurrency`` batches at once), the index worker stores each batch as it
+comes. Inputs the service refused as too long are stored as failed for that space and never offered again;
+``rag index`` reports them. Vectors are keyed by the hash of the exact model input, so finished batches survive a
+budget stop, a cancel, a crash of the embedding worker and edits elsewhere in the vault (the job then adopts the
+new epoch and goes on); a retry embeds only what is still missing. Evicting the vault from the worker's cache
+(R-21: two vaults) drops its vectors with it; the next round rebuilds.
 """
 
 from __future__ import annotations
@@ -113,8 +114,9 @@ class Indexing:
         return job
 
     async def embed_missing(self, job: VaultJob, vault: VaultRow, space: w.VectorSpace) -> p.IndexReport:
-        """Embed every chunk of ``vault`` without a vector in ``space``: per step up to ``concurrency`` batches of
-        ``batch_size`` at once (the local model: one batch).
+        """Embed every chunk of ``vault`` without a vector in ``space``, plan by plan (``backend.plan_size``
+        inputs), per step up to ``concurrency`` batches of ``batch_size`` at once (the local model: one batch),
+        the budget checked before every step.
 
         ``embedded_now`` counts the vectors the index worker stored new during this call; ``reused`` those it
         already held when the call began; ``missing`` those still to embed; ``failed`` the chunks the service
@@ -129,8 +131,7 @@ class Indexing:
         batches = 0
         try:
             while True:
-                limit = backend.batch_size * backend.concurrency
-                ask = w.IndexMissing(vault=vault.id, epoch=job.epoch, space=space, limit=limit)
+                ask = w.IndexMissing(vault=vault.id, epoch=job.epoch, space=space, limit=backend.plan_size)
                 try:
                     missing = await self._cache_sync.call(job, vault, ask)
                 except StaleEpoch:  # an edit during a long run: vectors are content-addressed, so go on
@@ -139,22 +140,28 @@ class Indexing:
                 if batches == 0:
                     counts["reused"] = missing.embedded
                 counts["missing"] = missing.total_missing
-                done = counts["reused"] + counts["embedded_now"]
-                job.progress(done, done + missing.total_missing, "chunks")
+                self._progress(job, counts)
                 if not missing.keys:
                     return p.IndexReport(**counts, failed=missing.failures)
-                if cut_after is not None and batches >= cut_after:
-                    raise MemoriesError("budget_exceeded", "cut by the cut_after_batches test hook")
-                job.check_budget()
-                starts = range(0, len(missing.keys), backend.batch_size)
-                batches += len(starts)
-                await _all(
-                    [self._embed_batch(job, vault, space, missing, start, counts) for start in starts],
-                )
+                order = await backend.order(job, missing.inputs)
+                plan = [order[first : first + backend.batch_size] for first in range(0, len(order), backend.batch_size)]
+                while plan:
+                    if cut_after is not None and batches >= cut_after:
+                        raise MemoriesError("budget_exceeded", "cut by the cut_after_batches test hook")
+                    job.check_budget()
+                    step, plan = plan[: backend.concurrency], plan[backend.concurrency :]
+                    batches += len(step)
+                    await _all([self._embed_batch(job, vault, space, missing, positions, counts) for positions in step])
+                    self._progress(job, counts)
         except MemoriesError as exc:
             if exc.code == "budget_exceeded":
                 raise _over_budget(job, counts) from None
             raise
+
+    @staticmethod
+    def _progress(job: VaultJob, counts: dict[str, int]) -> None:
+        done = counts["reused"] + counts["embedded_now"]
+        job.progress(done, done + counts["missing"], "chunks")
 
     async def _embed_batch(
         self,
@@ -162,13 +169,12 @@ class Indexing:
         vault: VaultRow,
         space: w.VectorSpace,
         plan: w.MissingInputs,
-        start: int,
+        positions: list[int],
         counts: dict[str, int],
     ) -> None:
-        """Embed and store one batch of ``plan`` (inputs ``start .. start + batch_size``)."""
-        batch_size = self._backend.batch_size
-        keys = plan.keys[start : start + batch_size]
-        inputs = plan.inputs[start : start + batch_size]
+        """Embed and store one batch: the inputs of ``plan`` at ``positions``."""
+        keys = [plan.keys[position] for position in positions]
+        inputs = [plan.inputs[position] for position in positions]
         embedded = await self._backend.embed(job, inputs)
         store = w.IndexStoreVectors(
             vault=vault.id,
@@ -182,7 +188,8 @@ class Indexing:
         self.batches += 1
         if isinstance(stored, w.VectorsStored):  # else the vault left the cache: the next ask rebuilds
             counts["embedded_now"] += stored.stored
-            counts["missing"] -= stored.stored  # so a budget stop before the next ask reports it right
+            # so a budget stop before the next ask reports it right (a refused input is not missing either)
+            counts["missing"] = max(counts["missing"] - stored.stored - len(store.failed), 0)
 
 
 async def _all(steps: list[Awaitable[None]]) -> None:

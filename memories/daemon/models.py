@@ -159,6 +159,12 @@ class Models:
         body = w.EmbedBatch(inputs=inputs, model=self._model())
         return await job.call(self._worker, body, budget=False, epoch=False)
 
+    async def token_counts(self, job: Job, inputs: list[str]) -> list[int]:
+        """How many tokens the model is fed for each of ``inputs`` (exact model inputs), in order."""
+        body = w.EmbedCount(inputs=inputs, model=self._model())
+        reply = await job.call(self._worker, body, budget=False, epoch=False)
+        return reply.counts
+
     async def install(self, request: p.RagModelInstall, ctx: RequestContext) -> p.InstallReport:
         """``rag model-install``: a job in ``workers.remote``, bounded per file, not by the job budget."""
         from_dir = request.from_dir

@@ -367,19 +367,12 @@ async def test_jobs_the_daemon_starts_need_no_client(middle: Middle) -> None:
 
 def _fake_model(middle: Middle, mock_clock: trio.testing.MockClock, seconds_per_batch: float) -> None:
     """Model files where the daemon looks for them, and a fake embedding worker that takes its time per batch."""
-    models = middle.daemon.models
-    graph = models.path / models.manifest.graph
-    for path in (graph, graph.with_name(graph.name + "_data"), models.path / "tokenizer.json"):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(b"fake")
 
     def embed(request: w.EmbedBatch) -> w.Vectors:
         mock_clock.jump(seconds_per_batch)
         return w.Vectors(vectors=bytes(16 * len(request.inputs)), dimension=4)
 
-    middle.fakes["embedding"].handlers.update(
-        {w.EmbedLoad: lambda request: w.ModelLoaded(space_key="fake", dimension=4), w.EmbedBatch: embed}
-    )
+    middle.fake_model(embed)
 
 
 @pytest.mark.parametrize("background", [False, True])
