@@ -156,10 +156,14 @@ class RagConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
     ``local_threads`` left out (``None``) means :data:`DEFAULT_LOCAL_THREADS`, quietly capped at the machine's
     cores; an explicit value above them is capped too, with a warning (it asked for more than there is).
+    ``local_min_similarity`` is the cosine at which a chunk counts as evidence for ``rag ask`` with the local model
+    (``None``: :data:`memories.rag.answers.MIN_SIMILARITY` ``["local"]``, measured by ``ops/bench/evidence.py``);
+    ``[rag.embedding] min_similarity`` is its remote twin.
     """
 
     local_model_dir: str | None = None
     local_threads: Annotated[int, msgspec.Meta(ge=1, le=256)] | None = None
+    local_min_similarity: Annotated[float, msgspec.Meta(ge=-1, le=1)] | None = None
     max_tokens: Annotated[int, msgspec.Meta(ge=8, le=2048)] = 2048
     embed_batch_size: Annotated[int, msgspec.Meta(ge=1, le=256)] = 8
     model_download_base_url: str | None = None

@@ -59,18 +59,20 @@ class LocalBackend:
     """EmbeddingGemma in ``workers.embedding`` (:class:`memories.daemon.models.Models` loads and installs it).
 
     Args:
-        models: the local model; batch_size: chunks per embedding batch (``[rag] embed_batch_size``).
+        models: the local model; batch_size: chunks per embedding batch (``[rag] embed_batch_size``);
+        min_similarity: the evidence cosine for ``rag ask`` (``[rag] local_min_similarity``), ``None`` for the
+        measured default :data:`memories.rag.answers.MIN_SIMILARITY` ``["local"]``.
     """
 
     name = "local"
     egress_url: str | None = None
     concurrency = 1
     """Batches in flight at once: one (the model uses every thread it is given)."""
-    min_similarity = MIN_SIMILARITY["local"]
 
-    def __init__(self, models: Models, batch_size: int) -> None:
+    def __init__(self, models: Models, batch_size: int, min_similarity: float | None = None) -> None:
         self._models = models
         self.batch_size = batch_size
+        self.min_similarity = MIN_SIMILARITY["local"] if min_similarity is None else min_similarity
 
     async def available(self) -> bool:
         return await self._models.installed()
@@ -231,5 +233,5 @@ def embedding_backend(rag: RagConfig, models: Models, remote: WorkerHandle, defa
     """The backend ``config.toml`` selects: ``[rag.embedding]`` when present, else the local model (``models``)."""
     config = rag.embedding
     if config is None:
-        return LocalBackend(models, rag.embed_batch_size)
+        return LocalBackend(models, rag.embed_batch_size, rag.local_min_similarity)
     return RemoteBackend(config, rag.http, remote, default_budget)

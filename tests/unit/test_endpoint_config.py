@@ -140,3 +140,17 @@ def test_no_endpoint_tables_means_local_only(tmp_path: Path) -> None:
     rag = _load(tmp_path, "[rag]\nlocal_threads = 2\n").rag
 
     assert (rag.embedding, rag.generation, rag.rerank) == (None, None, None)
+
+
+def test_the_evidence_threshold_is_configurable_per_backend(tmp_path: Path) -> None:
+    """``[rag] local_min_similarity`` sets the local model's ``rag ask`` threshold; left out, the measured default."""
+    from memories.daemon.backends import embedding_backend
+    from memories.rag.answers import MIN_SIMILARITY
+
+    def threshold(text: str) -> float | None:
+        rag = _load(tmp_path, text).rag
+        return embedding_backend(rag, models=None, remote=None, default_budget=300).min_similarity  # type: ignore[arg-type]
+
+    assert threshold("") == MIN_SIMILARITY["local"]
+    assert threshold("[rag]\nlocal_min_similarity = 0.8\n") == 0.8
+    assert "local_min_similarity" in _refused(tmp_path, "[rag]\nlocal_min_similarity = 1.5\n").message
