@@ -69,6 +69,12 @@ class CacheSync:
         self._index = index
         self._locks: dict[str, trio.Lock] = {}
         self._too_large: dict[str, str] = {}
+        self._resend: dict[str, set[str]] = {}
+
+    def resend(self, vault: VaultRow, record_ids: list[str]) -> None:
+        """Send these records again at the next sync even when the cache holds their depth: a pull can make a
+        sibling of the same depth the chosen head of a record in conflict, and the cache knows records by depth."""
+        self._resend.setdefault(vault.id, set()).update(record_ids)
 
     def too_large(self, vault: VaultRow) -> str | None:
         """Why the vault's last sync failed with ``vault_too_large``, if it did (for ``rag status``)."""
@@ -104,8 +110,9 @@ class CacheSync:
         async with self._locks.setdefault(vault.id, trio.Lock()):
             eligible = await self._store.run(self._store.vaults.eligible, vault)
             held = have or {}
+            resend = set(self._resend.get(vault.id, ()))
             deletes = [record_id for record_id in held if record_id not in eligible]
-            changed = [record_id for record_id, revision in eligible.items() if held.get(record_id) != revision]
+            changed = [rid for rid, revision in eligible.items() if held.get(rid) != revision or rid in resend]
             batches = [changed[i : i + SYNC_BATCH] for i in range(0, len(changed), SYNC_BATCH)] or [[]]
             for number, batch in enumerate(batches):
                 final = number == len(batches) - 1
@@ -134,3 +141,4 @@ class CacheSync:
                 if isinstance(reply, w.IndexStale):
                     return  # the cache was evicted or rebuilt meanwhile: the caller asks again and starts over
             self._too_large.pop(vault.id, None)
+            self._resend.get(vault.id, set()).difference_update(resend)

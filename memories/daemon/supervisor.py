@@ -17,7 +17,7 @@ the request types it answers) and locks the home::
             ├─ Ingest(store, jobs, cache_sync, epochs)
             ├─ Records(store, epochs, jobs, grants, index)
             ├─ Tools(store, grants, retrieval, asking)       MCP calls through a grant
-            └─ SyncRequests(store, jobs, epochs, indexing)   sync init|join|push|pull|status, the sync timer
+            └─ SyncRequests(store, jobs, epochs, cache_sync, indexing)   sync init|join|push|pull|status, the sync timer
 
 ``Daemon.serve`` runs, in one trio nursery: the client socket, the three workers (each supervised and restarted on a
 crash), the file watch, the idle auto-lock timer, the sync timer and the signal handler.
@@ -133,7 +133,15 @@ class Daemon:
         self.tools = Tools(self.store, self.grants, self.retrieval, self.asking)
         kill_after = hooks.kill_after_payloads if hooks else None
         self.sync = SyncRequests(
-            self.store, self.jobs, self.epochs, self.indexing, self.embedding, config, Path(home.root), kill_after
+            self.store,
+            self.jobs,
+            self.epochs,
+            self.cache_sync,
+            self.indexing,
+            self.embedding,
+            config,
+            Path(home.root),
+            kill_after,
         )
         self._handlers: Handlers = {
             p.Status: self._status,

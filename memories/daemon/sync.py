@@ -21,6 +21,7 @@ import trio
 from memories import protocol as p
 from memories.config import Config
 from memories.daemon.backends import EmbeddingBackend
+from memories.daemon.cache_sync import CacheSync
 from memories.daemon.context import Handlers, RequestContext
 from memories.daemon.indexing import Indexing
 from memories.daemon.jobs import Epochs, JobManager, VaultJob
@@ -37,6 +38,7 @@ class SyncRequests:
 
     Args:
         store: the store gate; jobs: the job queue; epochs: bumped by a pull that changed a vault;
+        cache_sync: told which records such a pull changed (a chosen head may change at the same depth);
         indexing: starts the background index job after such a pull; backend: its vector space;
         config: ``[crypto]`` (the sync passphrase's cost) and ``[sync]``; home: the home folder;
         kill_after_payloads: test hooks only: the daemon kills itself after writing this many payloads.
@@ -47,6 +49,7 @@ class SyncRequests:
         store: StoreGate,
         jobs: JobManager,
         epochs: Epochs,
+        cache_sync: CacheSync,
         indexing: Indexing,
         backend: EmbeddingBackend,
         config: Config,
@@ -56,6 +59,7 @@ class SyncRequests:
         self._store = store
         self._jobs = jobs
         self._epochs = epochs
+        self._cache_sync = cache_sync
         self._indexing = indexing
         self._backend = backend
         self._config = config
@@ -123,6 +127,7 @@ class SyncRequests:
 
         state, changed = await self._jobs.run(job, work)
         if changed:
+            self._cache_sync.resend(vault, changed)
             self._epochs.bump(vault.id)
             try:
                 space = await self._backend.space()

@@ -80,14 +80,19 @@ def test_records_revisions_conflicts_and_deletions_travel_between_two_daemons(
     payload.rename(folder / "payloads" / f"{b_head} (conflicted copy 2026-03-01).rev")
     a.ok("memory", "delete", "notes", doomed)
     a.ok("sync", "push", "notes")
+    for home in (a, b):  # both caches hold their own edit; on one of them the pull changes the chosen head
+        assert [hit["id"] for hit in home.ok("memory", "search", "notes", "edited")["results"]] == [shared]
     report = a.ok("sync", "pull", "notes")
     assert report["imported"] == 1 and report["conflicts"] == [shared]
     read = a.ok("memory", "read", "notes", shared)
     assert len(read["conflict"]["revisions"]) == 2 and read["conflict"]["deleted"] is False
     assert [r["conflict"] for r in a.ok("memory", "list", "notes")["records"] if r["id"] == shared] == [True]
     assert a.fails("ambiguous_revision", "memory", "read", "notes", shared, "--revision", "3")
-    hits = a.ok("memory", "search", "notes", "edited")["results"]
-    assert [hit["id"] for hit in hits] == [shared]  # one note, not two
+    assert b.ok("sync", "pull", "notes")["conflicts"] == [shared]
+    for home in (a, b):  # one note, not two, and the one head both devices choose (a sibling of the same depth)
+        chosen = home.ok("memory", "read", "notes", shared)["body"]
+        hits = home.ok("memory", "search", "notes", "edited")["results"]
+        assert [(hit["id"], [c["text"] for c in hit["chunks"]]) for hit in hits] == [(shared, [chosen])], hits
 
     a.ok("memory", "update", "notes", shared, "--body", "resolved", "--revision", b_head)
     a.ok("sync", "push", "notes")
