@@ -67,6 +67,14 @@ def job_of(middle: Middle, kind: str) -> Any:
     return next(j for j in middle.daemon.jobs._history if j.kind == kind)
 
 
+async def _settle(middle: Middle, request: Any, outcome: dict[str, Any]) -> None:
+    """Ask ``request`` and keep what it ended with: ``outcome["result"]`` or ``outcome["error"]``."""
+    try:
+        outcome["result"] = await middle.ok(request)
+    except MemoriesError as exc:
+        outcome["error"] = exc
+
+
 # -- acceptance 1: nothing is delivered after a cancel or a lock during the last step ---------------------------
 
 
@@ -77,14 +85,8 @@ async def test_a_cut_during_the_final_store_call_drops_the_search_result(middle:
     held = HeldStoreCall(middle, "damaged")  # the last store call of a search
     outcome: dict[str, Any] = {}
 
-    async def search() -> None:
-        try:
-            outcome["result"] = await middle.ok(SEARCH)
-        except MemoriesError as exc:
-            outcome["error"] = exc
-
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(search)
+        nursery.start_soon(_settle, middle, SEARCH, outcome)
         await held.started()
         job = next(j for j in middle.daemon.jobs._active.values() if j.kind == "search")
         # Both cut the job at once, then wait for it to end: it ends when the held store call returns.
@@ -112,14 +114,8 @@ async def test_a_revoke_during_a_granted_search_cuts_its_job_at_once(middle: Mid
     middle.index.started.pop(w.IndexQuery, None)
     outcome: dict[str, Any] = {}
 
-    async def search() -> None:
-        try:
-            outcome["result"] = await middle.ok(call)
-        except MemoriesError as exc:
-            outcome["error"] = exc
-
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(search)
+        nursery.start_soon(_settle, middle, call, outcome)
         await middle.index.started.setdefault(w.IndexQuery, trio.Event()).wait()
         job = next(j for j in middle.daemon.jobs._active.values() if j.kind == "search")
         await middle.ok(p.GrantRevoke(id=grant.id))
@@ -156,14 +152,8 @@ async def test_a_grant_that_expires_during_the_last_step_of_its_search_drops_the
     held = HeldStoreCall(middle, "damaged")  # the last store call of a search
     outcome: dict[str, Any] = {}
 
-    async def search() -> None:
-        try:
-            outcome["result"] = await middle.ok(call)
-        except MemoriesError as exc:
-            outcome["error"] = exc
-
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(search)
+        nursery.start_soon(_settle, middle, call, outcome)
         await held.started()
         job = next(j for j in middle.daemon.jobs._active.values() if j.kind == "search")
         middle.daemon.grants._clock = lambda: grant.expires + 1  # type: ignore[method-assign,operator]
@@ -182,14 +172,8 @@ async def test_an_ingest_cancelled_mid_way_keeps_and_lists_the_cards_it_stored(m
     held = HeldStoreCall(middle, "_store_note", nth=3)
     outcome: dict[str, Any] = {}
 
-    async def ingest() -> None:
-        try:
-            await middle.ok(p.RagIngest(vault="notes", paths=[str(folder)]))
-        except MemoriesError as exc:
-            outcome["error"] = exc
-
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(ingest)
+        nursery.start_soon(_settle, middle, p.RagIngest(vault="notes", paths=[str(folder)]), outcome)
         await held.started()
         job = next(j for j in middle.daemon.jobs._active.values() if j.kind == "ingest")
         nursery.start_soon(middle.ok, p.JobCancel(job_id=job.id))  # it answers once the job has ended
@@ -258,14 +242,8 @@ async def test_a_cut_during_a_worker_step_ends_the_job_at_once_with_no_grace(
     middle.index.holds[w.IndexSync] = trio.Event()  # never released: the step would run for ever
     outcome: dict[str, Any] = {}
 
-    async def search() -> None:
-        try:
-            await middle.ok(SEARCH)
-        except MemoriesError as exc:
-            outcome["error"] = exc
-
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(search)
+        nursery.start_soon(_settle, middle, SEARCH, outcome)
         await middle.index.started.setdefault(w.IndexSync, trio.Event()).wait()
         before = trio.current_time()
         job = next(j for j in middle.daemon.jobs._active.values() if j.kind == "search")
@@ -301,14 +279,8 @@ async def test_a_step_stuck_past_the_budget_is_cut_after_the_grace_and_its_worke
     middle.index.holds[w.IndexSync] = trio.Event()  # a step that never returns
     outcome: dict[str, Any] = {}
 
-    async def search() -> None:
-        try:
-            await middle.ok(SEARCH)
-        except MemoriesError as exc:
-            outcome["error"] = exc
-
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(search)
+        nursery.start_soon(_settle, middle, SEARCH, outcome)
         await middle.index.started.setdefault(w.IndexSync, trio.Event()).wait()
         mock_clock.jump(300 + GRACE - 1)  # past the budget, within the grace: the step may still finish
         await trio.testing.wait_all_tasks_blocked()
