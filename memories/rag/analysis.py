@@ -240,23 +240,44 @@ def highlight_spans(text: str, terms: Iterable[str]) -> list[tuple[int, int]]:
     [(0, 3), (8, 11)]
     """
     normalized = normalize(text)
-    folded, origin = normalized.text, normalized.origin
-    spans: list[tuple[int, int]] = []
-    for term in set(terms):
-        whole_word = _HAN_RUN.search(term) is None
-        index = folded.find(term)
-        while term and index >= 0:
-            end = index + len(term)
-            if not whole_word or not (_is_word_char(folded, index - 1) or _is_word_char(folded, end)):
-                spans.append((origin[index], _original_end(origin, end)))
-            index = folded.find(term, index + 1)
+    spans = sorted(span for term in set(terms) for span in _term_spans(normalized, term))
     merged: list[tuple[int, int]] = []
-    for start, end in sorted(spans):
+    for start, end in spans:
         if merged and start <= merged[-1][1]:
             merged[-1] = (merged[-1][0], max(merged[-1][1], end))
         else:
             merged.append((start, end))
     return merged
+
+
+def written_forms(text: str, terms: Iterable[str]) -> dict[str, frozenset[str]]:
+    """How ``text`` writes each Han term of ``terms`` before script folding: term → the original substrings it
+    was cut from (a Simplified term of a Traditional query maps to its Traditional writing). Terms without Han
+    characters, and terms ``text`` does not hold, are left out.
+
+    >>> written_forms("資料庫遷移 rollback", ["数据库", "迁移", "rollback"])
+    {'数据库': frozenset({'資料庫'}), '迁移': frozenset({'遷移'})}
+    """
+    normalized = normalize(text)
+    forms = {
+        term: frozenset(text[start:end] for start, end in _term_spans(normalized, term))
+        for term in dict.fromkeys(terms)
+        if _HAN_RUN.search(term)
+    }
+    return {term: written for term, written in forms.items() if written}
+
+
+def _term_spans(normalized: Normalized, term: str) -> Iterable[tuple[int, int]]:
+    """Original code point spans of each occurrence of an analyzed term in ``normalized`` text (Han terms
+    anywhere, other terms as whole words only), in text order, unmerged."""
+    folded, origin = normalized.text, normalized.origin
+    whole_word = _HAN_RUN.search(term) is None
+    index = folded.find(term)
+    while term and index >= 0:
+        end = index + len(term)
+        if not whole_word or not (_is_word_char(folded, index - 1) or _is_word_char(folded, end)):
+            yield origin[index], _original_end(origin, end)
+        index = folded.find(term, index + 1)
 
 
 class _RegularFoldTable(dict[int, str]):

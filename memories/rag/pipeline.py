@@ -3,16 +3,17 @@ R-34, R-35).
 
 ::
 
-    query ─ analyze ─┬─ BM25 (FTS5, weights 5/1/2) ── own script wins near-ties ─┐  coverage ≥ 0.5,
+    query ─ analyze ─┬─ BM25 (FTS5, weights 5/1/2) ── own script first ─────────┐  coverage ≥ 0.5,
                      │                                                          ├─ RRF (k = 60) ─ rerank ─ top N
                      └─ cosine over unit vectors ── strict-mode filter ─────────┘  (hybrid)  (unless --no-rerank)
                           (vector, hybrid)          (all, phrase)
 
-Scores are higher-is-better in every mode: ``bm25`` gives ``-bm25()`` of FTS5 (a chunk in the other Chinese
-script than the query's counts 3 % less); ``vector`` the cosine similarity in ``[-1, 1]``; ``hybrid`` the RRF
-value ``Σ 1/(60 + rank)`` over the two rankings (at most ``2/61``), where only BM25 chunks holding half of the
-query's idf weight take part, and none when the vector arm's first chunk is in another language than the query;
-the reranker multiplies a non-negative score by ``1 + 0.5·coverage + 0.25·phrase`` (rules and reasons in
+Scores are higher-is-better in every mode: ``bm25`` gives ``-bm25()`` of FTS5 times ``1 - folded share / 3``
+(a chunk counts up to a third less for the query words it holds only through Traditional/Simplified folding);
+``vector`` the cosine similarity in ``[-1, 1]``; ``hybrid`` the RRF value ``Σ 1/(60 + rank)`` over the two
+rankings (at most ``2/61``), where only BM25 chunks holding half of the query's idf weight take part, and none
+when the vector arm's first chunk is in another language than the query; the reranker multiplies a non-negative
+score by ``1 + 0.5·coverage + 0.25·phrase`` (rules and reasons in
 :mod:`memories.rag.fusion`). Hybrid fuses the best :data:`CANDIDATES` of each ranking; when one ranking is
 empty the other's order is kept. Ties: BM25 by record id then byte offset; vector by the order of the chunks in
 the vault; RRF by best rank, then the BM25 rank.
@@ -33,7 +34,7 @@ import numpy as np
 from memories import worker_protocol as w
 from memories.models.embedding import estimated_tokens
 from memories.protocol import EmbedFailure
-from memories.rag.analysis import AnalyzedQuery, analyze_query, han_script, highlight_spans, text_language
+from memories.rag.analysis import AnalyzedQuery, analyze_query, highlight_spans, text_language, written_forms
 from memories.rag.answers import is_evidence
 from memories.rag.fusion import Candidate, QueryFacts, fuse, prefer_script, rerank
 from memories.rag.vault_index import ChunkRow, VaultIndex
@@ -153,7 +154,7 @@ class VaultCache:
             weights=self.index.term_weights(query),
             phrase=query.phrase,
             language=text_language(request.query),
-            script=han_script(request.query),
+            forms=written_forms(request.query, query.terms),
         )
         cosine: dict[int, float] = {}
         if request.mode == "bm25":
@@ -176,9 +177,9 @@ class VaultCache:
     def _lexical(
         self, query: AnalyzedQuery, facts: QueryFacts, request: w.IndexQuery, limit: int
     ) -> list[tuple[int, float]]:
-        """The BM25 ranking, where the query's own Chinese script wins near-ties (:func:`prefer_script`)."""
-        # Fetch past the limit so that a chunk in the query's script just below it can win a near-tie.
-        depth = min(2 * limit, max(CANDIDATES, limit)) if facts.script else limit
+        """The BM25 ranking, the query's own script first (:func:`prefer_script`)."""
+        # Fetch past the limit, so that a chunk in the query's script just below it can move up.
+        depth = max(CANDIDATES, limit) if facts.forms else limit
         hits = self.index.search(query, match_mode=request.match_mode, limit=depth, cards_only=request.cards_only)
         return prefer_script(facts, [(self._candidate(hit.row.rowid), hit.score) for hit in hits])[:limit]
 
@@ -217,12 +218,13 @@ class VaultCache:
         return rerank(facts, [(self._candidate(rowid), score) for rowid, score in fused[:depth]]), similarity
 
     def _candidate(self, rowid: int) -> Candidate[int]:
-        """The row as fusion sees it; its language and script are worked out once per row."""
+        """The row as fusion sees it; its language is worked out once per row."""
         candidate = self._candidates.get(rowid)
         if candidate is None:
             row = self.index.row(rowid)
+            written = (row.title, row.chunk.text, row.source or "")
             candidate = self._candidates[rowid] = Candidate(
-                rowid, row.terms, row.phrase_key, text_language(row.chunk.text), han_script(row.chunk.text)
+                rowid, row.terms, row.phrase_key, text_language(row.chunk.text), written
             )
         return candidate
 

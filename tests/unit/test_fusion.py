@@ -237,18 +237,39 @@ def test_rerank_refuses_bad_input() -> None:
         rerank(_facts("a"), [], coverage_weight=-1)
 
 
-def test_the_querys_script_wins_near_ties_only() -> None:
-    query = _facts("数据库", script="hans")
-    scored = [
-        (Candidate("zh-tw", set(), script="hant"), 10.0),
-        (Candidate("zh-cn", set(), script="hans"), 9.8),
-        (Candidate("zh-tw-far", set(), script="hant"), 9.0),
-        (Candidate("en", set()), 8.9),
-    ]
-    assert [document for document, _ in prefer_script(query, scored)] == ["zh-cn", "zh-tw", "en", "zh-tw-far"]
-    far = [(Candidate("zh-tw", set(), script="hant"), 10.0), (Candidate("zh-cn", set(), script="hans"), 9.0)]
-    assert [document for document, _ in prefer_script(query, far)] == ["zh-tw", "zh-cn"]
-    assert prefer_script(_facts("x"), scored) == [(candidate.document, score) for candidate, score in scored]
+def test_words_held_only_through_script_folding_count_less_in_bm25() -> None:
+    # A Simplified query over a Traditional translation that repeats 遷移 and a Simplified note that keeps the
+    # English word: the translation scores a third higher in BM25, all of it through folding (the sample corpus).
+    weights = {"数据库": 1.0, "迁移": 2.0, "回滚": 1.0}
+    query = _facts(weights=weights, forms={term: {term} for term in weights})
+    tw = Candidate("zh-tw", {"数据库", "迁移", "回滚"}, written=["Active Record 遷移", "資料庫遷移會回滾"])
+    cn = Candidate("zh-cn", {"数据库", "回滚"}, written=["Active Record Migrations", "回滚数据库 migration"])
+    en = Candidate("en", {"rollback"}, written=["Active Record Migrations", "rollback the migration"])
+    assert fusion.folded_share(query, tw) == 1.0 and fusion.folded_share(query, cn) == 0.0
+    assert fusion.folded_share(query, en) == 0.0  # nothing held: nothing to discount
+    result = prefer_script(query, [(tw, 10.0), (cn, 7.5), (en, 1.0)])
+    assert [document for document, _ in result] == ["zh-cn", "zh-tw", "en"]
+    assert dict(result)["zh-tw"] == pytest.approx(10.0 * (1 - fusion.SCRIPT_DISCOUNT))
+    # Characters the two scripts share count as written; only the words that needed folding are discounted.
+    shared = Candidate("shared", {"回滚", "数据库"}, written=["回滾 数据库"])
+    assert fusion.folded_share(query, shared) == pytest.approx(0.5)
+    # Far apart, the better match still wins, whatever its script.
+    assert prefer_script(query, [(tw, 10.0), (cn, 5.0)])[0][0] == "zh-tw"
+    # A query without Han (no written forms) changes nothing.
+    latin = [(Candidate("a", {"x"}, written=["x"]), 2.0), (Candidate("b", {"x"}, written=["X"]), 1.0)]
+    assert prefer_script(_facts("x"), latin) == [("a", 2.0), ("b", 1.0)]
+    with pytest.raises(ValueError):
+        prefer_script(query, [], discount=1.0)
+
+
+def test_the_reranker_counts_words_held_only_through_folding_less() -> None:
+    query = _facts(weights={"迁移": 1.0, "回滚": 1.0}, forms={"迁移": {"迁移"}, "回滚": {"回滚"}})
+    tw = Candidate("zh-tw", {"迁移", "回滚"}, written=["遷移 回滾"])
+    cn = Candidate("zh-cn", {"迁移", "回滚"}, written=["迁移 回滚"])
+    result = dict(rerank(query, [(tw, 0.030), (cn, 0.029)]))
+    assert result["zh-tw"] == pytest.approx(0.030 * (1 + fusion.COVERAGE_WEIGHT * (1 - fusion.SCRIPT_DISCOUNT)))
+    assert result["zh-cn"] == pytest.approx(0.029 * (1 + fusion.COVERAGE_WEIGHT))
+    assert max(result, key=result.__getitem__) == "zh-cn"
 
 
 candidate_strategy = st.tuples(
