@@ -205,15 +205,31 @@ async def _serve_one(
             notes = warnings() + conn.context.warnings
             await conn.send(p.Failure(code=exc.code, message=exc.message, details=exc.details, warnings=notes))
         except Exception as exc:
+            if _hung_up(exc):
+                log.debug("the client hung up before its answer; its jobs are cancelled")
+                return
             log_failure(log, "a request failed", exc)
             await conn.send(p.Failure(code="internal_error", message="the daemon failed; see its log"))
-    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+    except (*_HANGUP, OSError):
         pass  # the client went away before its answer
     except Exception as exc:  # last resort: one connection's trouble must never reach the daemon's nursery
         log_failure(log, "answering a request failed", exc)
     finally:
         answering.discard(conn)
         await stream.aclose()
+
+
+_HANGUP = (trio.BrokenResourceError, trio.ClosedResourceError)
+"""What writing to a client that closed its end raises (a heartbeat or a progress frame sent after it left);
+trio's socket stream turns the ``EPIPE``/``ECONNRESET`` ``OSError`` into ``BrokenResourceError``."""
+
+
+def _hung_up(exc: BaseException) -> bool:
+    """Whether ``exc`` is only the client having gone away: one of :data:`_HANGUP`, or a group of nothing else
+    (the request's nursery wraps its tasks' errors)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_hung_up(inner) for inner in exc.exceptions)
+    return isinstance(exc, _HANGUP)
 
 
 def _decode(raw: bytes) -> p.Envelope:
