@@ -6,7 +6,7 @@
     device-only vault and a non-loopback URL? ──▶ device_only_vault (before any request)
     retrieve as `rag search`, evidence chunks only ── none ──▶ insufficient_evidence, reason "retrieval"
     S1..Sn within max_context_chars ─▶ workers.remote (Generate) ─▶ parse_answer (labels checked)
-    cites nothing ──▶ insufficient_evidence, reason "model"; else answered, each citation with its exact text
+    cites nothing, or answers nothing ──▶ insufficient_evidence, reason "model"; else answered, each citation with its exact text
 
 Citation checking checks references (every label exists and was sent), not whether each claim is supported by its
 source. A reply that arrives after lock, or for an older state of the vault, is dropped (the job's epoch and
@@ -105,7 +105,7 @@ class Asking:
             self._remote.handed_vault_text()
             reply = await job.call(self._remote, body)
             answer, labels = parse_answer(reply.text, [source.label for source in sources])
-            if not labels:
+            if not labels or not answer.strip():  # the prompt's way of saying the sources do not answer
                 return _insufficient(mode, "model")
             by_label = {source.label: hit for source, hit in zip(sources, hits, strict=False)}
             citations = [_citation(label, by_label[label]) for label in labels]

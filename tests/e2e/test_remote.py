@@ -232,7 +232,7 @@ def test_bad_answers_are_invalid_model_output_and_not_retried(
     assert phrase in error["message"] and len(model_server.calls()) == 1
 
 
-def test_gemini_thought_parts_are_ignored_and_an_uncited_answer_is_insufficient(
+def test_gemini_thought_parts_are_ignored_and_an_uncited_or_empty_answer_is_insufficient(
     home: HomeDir, model_server: ModelServer
 ) -> None:
     thought = {"text": '{"answer": "invented [S9]", "citations": ["S9"]}', "thought": True}
@@ -241,15 +241,18 @@ def test_gemini_thought_parts_are_ignored_and_an_uncited_answer_is_insufficient(
         "gemini_generate",
         Reply(200, gemini_content(thought, real)),
         Reply(200, gemini_content({"text": '{"answer": "No idea.", "citations": []}'})),
+        Reply(200, gemini_content({"text": '{"answer": "  ", "citations": ["S1"]}'})),
     )
     _start(home, _generation(model_server, "gemini"))
     _add(home, "Backups", "Nightly backups run restic to the NAS.")
 
     answered = home.ok("rag", "ask", "notes", "restic backups", "--mode", "bm25")
     uncited = home.ok("rag", "ask", "notes", "restic backups", "--mode", "bm25")
+    empty = home.ok("rag", "ask", "notes", "restic backups", "--mode", "bm25")  # cites a source, says nothing
 
     assert answered["answer"] == "At two [S1]."
     assert (uncited["status"], uncited["reason"]) == ("insufficient_evidence", "model")
+    assert (empty["status"], empty["reason"], empty["answer"]) == ("insufficient_evidence", "model", None)
 
 
 def test_ask_without_generation_config(vault: HomeDir) -> None:
