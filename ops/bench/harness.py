@@ -37,31 +37,22 @@ def memories_executable() -> str:
 
 
 class BenchHome:
-    """Start a daemon in a fresh temp home (initialized and unlocked) on enter; stop and delete it on exit.
+    """Start a daemon in a fresh temp home (initialized and unlocked) on enter; stop and delete it on exit."""
 
-    With ``keep``, the home is the folder ``keep`` instead, and it stays: a folder a previous ``BenchHome`` kept
-    (its ``memories.db`` exists) is unlocked with the same passphrase rather than initialized, so a benchmark can
-    search an index it built before (after a change to ranking rules, say). ``config.toml`` is written either way.
-    """
-
-    def __init__(self, config: str = "", env: dict[str, str] | None = None, *, keep: Path | None = None) -> None:
-        self.kept = keep is not None
-        self.path = keep.resolve() if keep is not None else Path(tempfile.mkdtemp(prefix="memories-bench-"))
-        self.path.mkdir(parents=True, exist_ok=True)
-        self.reused = (self.path / "memories.db").exists()
+    def __init__(self, config: str = "", env: dict[str, str] | None = None) -> None:
+        self.path = Path(tempfile.mkdtemp(prefix="memories-bench-"))
         (self.path / "config.toml").write_text(FAST_KDF + config)
         self.env = {**program_environment(), "MEMORIES_HOME": str(self.path), **(env or {})}
         self.client = Client(resolve_home(str(self.path), None))
 
     def __enter__(self) -> BenchHome:
         self.cli("daemon", "start")
-        self.cli("unlock" if self.reused else "init", "--passphrase-stdin", stdin=PASSPHRASE + "\n")
+        self.cli("init", "--passphrase-stdin", stdin=PASSPHRASE + "\n")
         return self
 
     def __exit__(self, *exc: object) -> None:
         subprocess.run([memories_executable(), "daemon", "stop"], env=self.env, capture_output=True)
-        if not self.kept:
-            shutil.rmtree(self.path, ignore_errors=True)
+        shutil.rmtree(self.path, ignore_errors=True)
 
     def cli(self, *args: str, stdin: str | None = None) -> Any:
         """Run a command with ``--json``; its document (raises on failure)."""

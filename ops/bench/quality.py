@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m ops.bench.quality SET [--model-dir DIR] [--docs N] [--queries N] [--threads N] [--json] [--home DIR]
+    python -m ops.bench.quality SET [--model-dir DIR] [--docs N] [--queries N] [--threads N] [--json]
 
 ``SET`` is either a retrieval set folder (``corpus.jsonl`` ``{"id","title","text"}``, ``queries.jsonl``
 ``{"id","text"}``, ``qrels.tsv`` with a ``query_id doc_id relevance`` header, as in ``../shared/devsets``) or
@@ -32,10 +32,6 @@ What it does, as a user would:
    document prompt (``title: {title | "none"} | text: …``, the first :data:`~memories.config.RagConfig.max_tokens`
    tokens), every query with its query prompt, ranked by cosine; the same scoring. The product's ``vector`` row
    should be within 0.01 of it.
-
-``--home DIR`` builds the throwaway home in ``DIR`` and keeps it; run again with the same ``DIR`` (after a change
-to the ranking rules, say) and the kept index is searched again without re-embedding (the ingest and index times
-are then those of finding nothing to do, and the report says the index was reused).
 
 After ``rag index`` it also records the summed PSS (``smaps_rollup``) of the daemon and its workers, the memory
 figure of issue 11 for the sample corpus, and the 1-minute load average before and after it (the machine may be
@@ -234,24 +230,18 @@ def write_files(documents: Sequence[Document], folder: Path) -> None:
         (folder / f"{document.id}.md").write_text(body, encoding="utf-8")
 
 
-def run_product(
-    benchmark: Benchmark, model_dir: Path, threads: int, keep: Path | None = None
-) -> tuple[dict[str, Scores], dict[str, Any]]:
-    """Ingest, index and search through a daemon; per-row scores and what the index held.
-
-    ``keep``: the home folder to build and keep, or to reuse when a previous run kept it (its ingest then finds
-    every file unchanged and ``rag index`` nothing missing, so only the searches run again)."""
+def run_product(benchmark: Benchmark, model_dir: Path, threads: int) -> tuple[dict[str, Scores], dict[str, Any]]:
+    """Ingest, index and search through a daemon; per-row scores and what the index held."""
     config = (
         f"[daemon]\njob_budget_seconds = 86400\n[rag]\nlocal_model_dir = '{model_dir}'\nlocal_threads = {threads}\n"
     )
-    with tempfile.TemporaryDirectory(prefix="memories-quality-") as scratch, BenchHome(config, keep=keep) as home:
+    with tempfile.TemporaryDirectory(prefix="memories-quality-") as scratch, BenchHome(config) as home:
         folder = benchmark.folder
         if folder is None:
             folder = Path(scratch)
             write_files(benchmark.documents, folder)
         excludes = [arg for name in benchmark.excludes for arg in ("--exclude", name)]
-        if not home.reused:
-            home.cli("vault", "create", "bench")
+        home.cli("vault", "create", "bench")
         started = time.perf_counter()
         home.cli("rag", "ingest", "bench", str(folder), "--recursive", *excludes)
         ingest_seconds = time.perf_counter() - started
@@ -283,7 +273,6 @@ def run_product(
         "index_seconds": index_seconds,
         "pss_mib_after_index": pss,
         "load_average_1m": [load_before, load_after],
-        "reused": home.reused,
     }
     return rows, held
 
@@ -359,7 +348,7 @@ def markdown(figures: dict[str, Any]) -> str:
         f"Index: {held['records']} records, {held['chunks']} chunks; ingest {held['ingest_seconds']:.1f} s, "
         f"rag index {held['index_seconds']:.1f} s; daemon and workers {held['pss_mib_after_index']:.0f} MiB PSS after "
         f"rag index (1-minute load average {held['load_average_1m'][0]:.2f} before it, "
-        f"{held['load_average_1m'][1]:.2f} after)" + ("; the index was reused from --home." if held["reused"] else ".")
+        f"{held['load_average_1m'][1]:.2f} after)."
     )
     return "\n".join(lines)
 
@@ -376,7 +365,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=min(DEFAULT_LOCAL_THREADS, cores))
     parser.add_argument("--no-bare", action="store_true", help="skip the bare vector reference")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
-    parser.add_argument("--home", type=Path, help="build the index in this folder and keep it; reuse it if kept")
     args = parser.parse_args(argv)
     try:
         benchmark = load_set(args.set, docs=args.docs, queries=args.queries)
@@ -386,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="memories-bench-") as scratch:
         model_dir = args.model_dir or build_tiny_model(Path(scratch) / "tiny-model")
         try:
-            rows, held = run_product(benchmark, model_dir.resolve(), args.threads, args.home)
+            rows, held = run_product(benchmark, model_dir.resolve(), args.threads)
             if not args.no_bare:
                 rows[BARE] = run_bare(benchmark, model_dir, args.threads)
         except MemoriesError as exc:
