@@ -6,7 +6,8 @@
     device-only vault and a non-loopback URL? ──▶ device_only_vault (before any request)
     retrieve as `rag search`, evidence chunks only ── none ──▶ insufficient_evidence, reason "retrieval"
     S1..Sn within max_context_chars ─▶ workers.remote (Generate) ─▶ parse_answer (labels checked)
-    cites nothing, or answers nothing ──▶ insufficient_evidence, reason "model"; else answered, each citation with its exact text
+    cites nothing, or answers nothing ──▶ insufficient_evidence, reason "model"
+    else answered, each citation with its exact text
 
 Citation checking checks references (every label exists and was sent), not whether each claim is supported by its
 source. A reply that arrives after lock, or for an older state of the vault, is dropped (the job's epoch and
