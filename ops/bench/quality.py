@@ -15,8 +15,9 @@ What it does, as a user would:
    empty (an untitled note), else ``# <title>``, a blank line and the text. The corpus is used as it is.
 2. **Daemon.** A throwaway home (:class:`ops.bench.harness.BenchHome`) with ``[rag] local_model_dir`` set to the
    model; ``rag ingest`` of the folder, then ``rag index`` until every chunk has a vector.
-3. **Searches.** Every query in each mode, ``--limit 100``: ``bm25``, ``vector``, ``hybrid`` and ``hybrid
-   --no-rerank``, through the client library (the CLI's own request path, without a process start per query).
+3. **Searches.** Every query in each mode, ``--limit 100``: ``bm25``, ``vector``, ``hybrid``, ``hybrid
+   --no-rerank`` and ``vector --no-rerank`` (the cosine ranking alone, what the bare reference compares
+   with), through the client library (the CLI's own request path, without a process start per query).
 4. **Scoring at the record level**: a record counts at the rank of its first chunk; later chunks of the same
    record are skipped. Gains are the graded relevances (linear gain; ``log2(rank + 1)`` discount):
 
@@ -72,6 +73,7 @@ MODES: tuple[tuple[str, str, bool], ...] = (
     ("vector", "vector", False),
     ("hybrid", "hybrid", False),
     ("hybrid --no-rerank", "hybrid", True),
+    ("vector --no-rerank", "vector", True),
 )
 """(row label, search mode, no_rerank) of each product row."""
 BARE = "bare vector reference"
