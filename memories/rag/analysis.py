@@ -181,41 +181,6 @@ def text_language(text: str) -> Language | None:
     return "mixed"
 
 
-Script = Literal["hans", "hant"]
-"""Simplified (``hans``) or Traditional (``hant``) Chinese."""
-
-
-def han_script(text: str) -> Script | None:
-    """Whether ``text`` is written in Simplified or Traditional Chinese; ``None`` when it has no Han or neither wins.
-
-    Counts the Han characters that OpenCC ``t2s`` changes (Traditional-only forms such as 數, 據) and those that
-    ``s2t`` changes (Simplified-only forms such as 数, 据). Some characters are ambiguous (``s2t`` turns 台 into
-    臺, 后 into 後, both common in Traditional text), so a script wins only with at least two marked characters and
-    more than twice the other's count.
-
-    >>> han_script("數據庫遷移"), han_script("数据库迁移"), han_script("git rebase"), han_script("台北")
-    ('hant', 'hans', None, None)
-    """
-    han = "".join(_HAN_RUN.findall(text))
-    if not han:
-        return None
-    traditional = _changed(han, _converter("t2s").convert(han))
-    simplified = _changed(han, _converter("s2t").convert(han))
-    if traditional >= 2 and traditional > 2 * simplified:
-        return "hant"
-    if simplified >= 2 and simplified > 2 * traditional:
-        return "hans"
-    return None
-
-
-def _changed(source: str, converted: str) -> int:
-    """How many characters of ``source`` a character-level conversion changed (aligned when lengths differ)."""
-    if len(converted) == len(source):
-        return sum(a != b for a, b in zip(source, converted, strict=True))
-    matcher = difflib.SequenceMatcher(None, source, converted, autojunk=False)
-    return len(source) - sum(block.size for block in matcher.get_matching_blocks())
-
-
 def phrase_key(text: str) -> str:
     """``text`` normalized for ``phrase`` matching: whitespace runs become one space, none beside Han.
 

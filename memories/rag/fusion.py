@@ -70,8 +70,9 @@ folding (:func:`folded_share`: query terms, weighted by idf, that the chunk hold
 does). Such a word counts two thirds of its weight (``1 - SCRIPT_DISCOUNT``), in the BM25 ranking and in
 the reranker's coverage alike::
 
-    bm25'    = bm25 * (1 - SCRIPT_DISCOUNT * folded_share),   SCRIPT_DISCOUNT = 1/3
-    coverage = coverage of the folded terms * (1 - SCRIPT_DISCOUNT * folded_share)
+    bm25'     = bm25 * script_factor
+    coverage' = coverage * script_factor          (the reranker's; the fusion floor keeps plain coverage)
+    script_factor = 1 - SCRIPT_DISCOUNT * folded_share,   SCRIPT_DISCOUNT = 1/3
 
 A chunk in the query's script (or in neither: English, code, characters both scripts share) loses nothing; a
 chunk in the other script whose every matched word needed folding loses a third. The rule is about words, not
@@ -261,8 +262,13 @@ def rerank(
 
 def _boost(query: QueryFacts, candidate: Candidate[Document], coverage_weight: float, phrase_weight: float) -> float:
     phrase = 1.0 if query.phrase and query.phrase in candidate.phrase_key else 0.0
-    written = coverage(query.weights, candidate.terms) * (1.0 - SCRIPT_DISCOUNT * folded_share(query, candidate))
+    written = coverage(query.weights, candidate.terms) * script_factor(query, candidate)
     return 1.0 + coverage_weight * written + phrase_weight * phrase
+
+
+def script_factor(query: QueryFacts, candidate: Candidate[Document], discount: float = SCRIPT_DISCOUNT) -> float:
+    """``1 - discount * folded_share``: what a chunk's BM25 score and reranker coverage are multiplied by."""
+    return 1.0 - discount * folded_share(query, candidate)
 
 
 def folded_share(query: QueryFacts, candidate: Candidate[Document]) -> float:
@@ -291,7 +297,7 @@ def folded_share(query: QueryFacts, candidate: Candidate[Document]) -> float:
 def prefer_script(
     query: QueryFacts, scored: Sequence[tuple[Candidate[Document], float]], *, discount: float = SCRIPT_DISCOUNT
 ) -> list[tuple[Document, float]]:
-    """The query's own script first: each score times ``1 - discount * folded_share`` (:func:`folded_share`).
+    """The query's own script first: each score times :func:`script_factor` (``1 - discount * folded_share``).
 
     ``[(document, score), ...]`` best first; equal scores keep the given order. Reasons in the module docstring.
 
@@ -301,8 +307,7 @@ def prefer_script(
     if not 0 <= discount < 1:
         raise ValueError("the script discount must be in [0, 1)")
     result = [
-        (candidate.document, _scaled(score, 1.0 - discount * folded_share(query, candidate)))
-        for candidate, score in scored
+        (candidate.document, _scaled(score, script_factor(query, candidate, discount))) for candidate, score in scored
     ]
     return sorted(result, key=lambda item: -item[1])
 
