@@ -1,6 +1,7 @@
 """``memories mcp serve``: the MCP server on stdio, on the official SDK's low-level ``Server`` (``mcp`` 2.x).
 
-Only this module imports the SDK, and only ``mcp serve`` imports this module, so no other command pays for it.
+Only this module and :mod:`memories.mcp.stdio` import the SDK, and only ``mcp serve`` imports them, so no other
+command pays for it.
 
 - stdout carries protocol messages only: nothing is printed before the transport starts, the SDK's stdio
   transport points fd 1 at stderr while it serves (a stray print cannot corrupt the stream), logging goes to
@@ -10,6 +11,8 @@ Only this module imports the SDK, and only ``mcp serve`` imports this module, so
 - Each call is one daemon request (:mod:`memories.mcp.link`), checked in the daemon against the grant. A result
   carries the document as structured content and as one JSON text block; a failure is a tool result with
   ``isError`` and one line, ``code: message``.
+- Every request gets an answer: a line the SDK cannot read (not JSON, or a string with a lone surrogate) is
+  answered with a JSON-RPC error (:mod:`memories.mcp.stdio`), and the server reads on.
 - The server exits when stdin ends (the client closed it, or died); a call in flight is cancelled with it.
 """
 
@@ -31,6 +34,7 @@ from memories import protocol as p
 from memories.clients import TOKEN_ENV
 from memories.errors import MemoriesError
 from memories.mcp import link
+from memories.mcp.stdio import AnsweringReader, error_line
 from memories.mcp.tools import TOOLS, decode
 from memories.paths import Home
 
@@ -44,8 +48,7 @@ INSTRUCTIONS = (
 
 
 def _error(exc: MemoriesError) -> types.CallToolResult:
-    line = " ".join(f"{exc.code}: {exc.message}".split())
-    return types.CallToolResult(content=[types.TextContent(type="text", text=line)], is_error=True)
+    return types.CallToolResult(content=[types.TextContent(type="text", text=error_line(exc))], is_error=True)
 
 
 def _result(reply: p.ClientReply) -> types.CallToolResult:
@@ -108,6 +111,7 @@ def serve(home: Home) -> None:
 
     async def run() -> None:
         async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+            reader = AnsweringReader(read_stream, write_stream)
+            await server.run(reader, write_stream, server.create_initialization_options())
 
     anyio.run(run)

@@ -154,6 +154,32 @@ def test_a_token_that_is_not_utf8_is_grant_invalid_like_any_malformed_one(vault:
     assert server.close()[0] == 0
 
 
+def test_a_request_the_sdk_cannot_read_is_answered_and_the_server_reads_on(home: HomeDir) -> None:
+    """A lone surrogate escape in an argument (the SDK's strict JSON parser refuses it) and a line that is not
+    JSON each get a JSON-RPC error; a notification gets none; the next request is answered."""
+    server = RawServer(home, "mem_" + "A" * 43)
+    server.initialize()
+
+    def search(request_id: int, query: str) -> str:  # json.dumps writes a lone surrogate as its escape, "\\ud800"
+        params = {"name": "memory_search", "arguments": {"query": query}}
+        return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params})
+
+    server.write(search(100, "\ud800 数据库"))
+    server.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"reason": "\udc00"}}))
+    server.write("not json")
+    server.write(search(101, "x"))
+    refused, not_json, answered = server.answers_until(101)
+    assert refused["id"] == 100 and refused["error"]["code"] == -32600
+    message = refused["error"]["message"]
+    assert message.startswith("invalid_argument: the request is not valid JSON text: a string is not valid Unicode")
+    assert not_json["id"] is None and not_json["error"]["code"] == -32700
+    assert not_json["error"]["message"].startswith("protocol_error: the message is not JSON")
+    assert answered["result"]["isError"] and answered["result"]["content"][0]["text"].startswith("daemon_not_running")
+    code, _ = server.close()
+    assert code == 0
+    _all_json_rpc(server.lines)
+
+
 # -- acceptance 3: what a grant reaches -----------------------------------------------------------------------
 
 
