@@ -14,6 +14,13 @@ stays under both:
 Searches keep whole hits in rank order until the next one would not fit, then say ``"truncated": true`` and how
 many hits were ``omitted``; ``memory_read`` cuts the body into pages on code point boundaries and gives the
 ``next_offset`` (UTF-8 bytes) of the rest.
+
+The answer of ``rag ask`` has a cap of its own, the same for the CLI and ``memory_ask`` (:func:`cut_answer`, applied
+once, in the daemon): half the result cap, :data:`MAX_ANSWER_TOKENS` = 4,000 estimated tokens and
+:data:`MAX_ANSWER_CHARS` = 12,000 characters, so an answer always leaves the other half of a ``memory_ask`` result
+to its citations. It is far above what the default ``[rag.generation] max_output_tokens`` (1,024) lets a service
+write; only a raised ``max_output_tokens`` or a service that ignores it reaches it, and then the answer is cut and
+says so (``answer_truncated``) rather than flooding a terminal or a client's context.
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ import msgspec
 
 MAX_RESULT_TOKENS = 8_000
 MAX_RESULT_CHARS = 24_000
+MAX_ANSWER_TOKENS = MAX_RESULT_TOKENS // 2
+MAX_ANSWER_CHARS = MAX_RESULT_CHARS // 2
 
 T = TypeVar("T")
 
@@ -63,8 +72,9 @@ class Cost(msgspec.Struct, frozen=True):
     def chars(self) -> int:
         return self.cjk + self.other
 
-    def fits(self) -> bool:
-        return self.tokens <= MAX_RESULT_TOKENS and self.chars <= MAX_RESULT_CHARS
+    def fits(self, tokens: int = MAX_RESULT_TOKENS, chars: int = MAX_RESULT_CHARS) -> bool:
+        """Within ``tokens`` estimated tokens and ``chars`` characters (default: the result cap)."""
+        return self.tokens <= tokens and self.chars <= chars
 
 
 def cost_of(value: object) -> Cost:
@@ -97,17 +107,37 @@ def fit_hits(hits: Sequence[T], overhead: Cost) -> tuple[list[T], int]:
     return kept, len(hits) - len(kept)
 
 
-def page(body: str, start_char: int, overhead: Cost) -> int:
+def page(
+    body: str, start_char: int, overhead: Cost, tokens: int = MAX_RESULT_TOKENS, chars: int = MAX_RESULT_CHARS
+) -> int:
     """The end (a code point index, exclusive) of the page of ``body`` that starts at ``start_char`` and fits the
-    cap with ``overhead`` for the rest of the document; at least one character when any is left."""
+    cap (``tokens``, ``chars``; default the result cap) with ``overhead`` for the rest of the document; at least one
+    character when any is left."""
     total = overhead
     end = start_char
     while end < len(body):
         total = total + _char_cost(body[end])
-        if not total.fits() and end > start_char:
+        if not total.fits(tokens, chars) and end > start_char:
             break
         end += 1
     return end
+
+
+def cut_answer(answer: str) -> tuple[str, bool]:
+    """``answer`` within the answer cap (:data:`MAX_ANSWER_TOKENS`, :data:`MAX_ANSWER_CHARS`, as a JSON string),
+    cut at a code point boundary and ending with an ellipsis when it was longer; and whether it was cut.
+
+    >>> cut_answer("Nightly, at two [S1].")
+    ('Nightly, at two [S1].', False)
+    >>> text, cut = cut_answer("农" * 5_000)
+    >>> len(text), text[-2:], cut
+    (4000, '农…', True)
+    """
+    if cost_of(answer).fits(MAX_ANSWER_TOKENS, MAX_ANSWER_CHARS):
+        return answer, False
+    quotes_and_ellipsis = Cost(0, 3)
+    end = page(answer, 0, quotes_and_ellipsis, MAX_ANSWER_TOKENS, MAX_ANSWER_CHARS)
+    return cut_text(answer, end), True
 
 
 SNIPPET_STEPS = (512, 256, 128, 64, 0)

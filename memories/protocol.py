@@ -737,10 +737,12 @@ class Citation(msgspec.Struct):
 class AskReport(_Message, omit_defaults=True):
     """``rag ask``: ``status`` ``answered`` with the answer and its citations, or ``insufficient_evidence`` with
     ``answer`` null, no citations and ``reason`` (``retrieval``: no chunk was evidence, the service was not
-    called; ``model``: the answer cited nothing)."""
+    called; ``model``: the answer cited nothing). ``answer_truncated``: the answer was longer than the answer cap
+    (:func:`memories.caps.cut_answer`) and was cut, ending with an ellipsis."""
 
     status: Literal["answered", "insufficient_evidence"]
     answer: str | None
+    answer_truncated: bool
     citations: list[Citation]
     mode: SearchMode
     reason: Literal["retrieval", "model"] | None = None
@@ -836,10 +838,12 @@ class ToolRetrieveReport(_Message):
 
 class ToolAskReport(_Message):
     """``memory_ask``: as :class:`AskReport`, cut to the result cap; when cut, each citation's ``text`` is a
-    shorter snippet (its byte span still names the whole chunk) and ``omitted`` counts the citations shortened."""
+    shorter snippet (its byte span still names the whole chunk) and ``omitted`` counts the citations shortened.
+    ``truncated`` says that anything was cut, the answer (``answer_truncated``) or a citation's text."""
 
     status: Literal["answered", "insufficient_evidence"]
     answer: str | None
+    answer_truncated: bool
     citations: list[Citation]
     mode: SearchMode
     reason: Literal["retrieval", "model"] | None

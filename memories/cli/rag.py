@@ -8,6 +8,7 @@ import os
 import click
 
 from memories import protocol as p
+from memories.caps import MAX_ANSWER_CHARS, MAX_ANSWER_TOKENS
 from memories.cli.output import (
     Session,
     command,
@@ -165,8 +166,8 @@ def ask(
     """Answer QUESTION from the vault's own notes with the daemon's [rag.generation] service.
 
     Only evidence chunks are sent, as untrusted data; every citation is checked to name a chunk that was sent
-    (references are checked, not whether each claim is supported). Exit status 0 for an answer and for
-    insufficient_evidence.
+    (references are checked, not whether each claim is supported). An answer longer than the answer cap (the same
+    as memory_ask's) is cut and says so. Exit status 0 for an answer and for insufficient_evidence.
     """
     check_result_limit(limit)
     request = p.RagAsk(
@@ -184,6 +185,11 @@ def ask(
             click.echo(f"insufficient evidence ({reason}; {document['mode']})")
             return
         click.echo(printable(document["answer"], keep_lines=True))  # an answer may have paragraphs
+        if document["answer_truncated"]:
+            click.echo(
+                f"(answer cut: the service wrote more than {MAX_ANSWER_TOKENS:,} estimated tokens or "
+                f"{MAX_ANSWER_CHARS:,} characters)"
+            )
         click.echo("")
         for citation in document["citations"]:
             span = f"{citation['byte_start']}-{citation['byte_end']}"

@@ -7,7 +7,7 @@
     retrieve as `rag search`, evidence chunks only ── none ──▶ insufficient_evidence, reason "retrieval"
     S1..Sn within max_context_chars ─▶ workers.remote (Generate) ─▶ parse_answer (labels checked)
     cites nothing, or answers nothing ──▶ insufficient_evidence, reason "model"
-    else answered, each citation with its exact text
+    else answered, each citation with its exact text; an answer over the answer cap is cut (answer_truncated)
 
 Citation checking checks references (every label exists and was sent), not whether each claim is supported by its
 source. A reply that arrives after lock, or for an older state of the vault, is dropped (the job's epoch and
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from memories import protocol as p
 from memories import worker_protocol as w
+from memories.caps import cut_answer
 from memories.config import RagConfig
 from memories.daemon.backends import request_budget
 from memories.daemon.context import Handlers, RequestContext
@@ -110,7 +111,8 @@ class Asking:
                 return _insufficient(mode, "model")
             by_label = {source.label: hit for source, hit in zip(sources, hits, strict=False)}
             citations = [_citation(label, by_label[label]) for label in labels]
-            return p.AskReport(status="answered", answer=answer, citations=citations, mode=mode)
+            answer, cut = cut_answer(answer)
+            return p.AskReport(status="answered", answer=answer, answer_truncated=cut, citations=citations, mode=mode)
 
         return await self._jobs.run(job, work)
 
@@ -119,6 +121,7 @@ def _insufficient(mode: p.SearchMode, reason: str) -> p.AskReport:
     return p.AskReport(
         status="insufficient_evidence",
         answer=None,
+        answer_truncated=False,
         citations=[],
         mode=mode,
         reason=reason,  # type: ignore[arg-type]

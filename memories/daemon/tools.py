@@ -136,15 +136,17 @@ class Tools:
 
 
 def fit_answer(report: p.AskReport) -> p.ToolAskReport:
-    """The answer whole when it fits the cap; else its citations' texts cut to shorter snippets in turn
-    (:data:`~memories.caps.SNIPPET_STEPS`), and the answer itself cut as a last resort."""
+    """The report whole when it fits the cap; else its citations' texts cut to shorter snippets in turn
+    (:data:`~memories.caps.SNIPPET_STEPS`), and, as a last resort (citations whose titles alone fill the cap), the
+    answer cut further. The daemon's ask has already cut the answer to the answer cap, the same for the CLI."""
     fitted = p.ToolAskReport(
         status=report.status,
         answer=report.answer,
+        answer_truncated=report.answer_truncated,
         citations=report.citations,
         mode=report.mode,
         reason=report.reason,
-        truncated=False,
+        truncated=report.answer_truncated,
         omitted=0,
     )
     if cost_of(fitted).fits():
@@ -157,7 +159,7 @@ def fit_answer(report: p.AskReport) -> p.ToolAskReport:
             return fitted
     answer = fitted.answer or ""
     end = page(answer, 0, _overhead(msgspec.structs.replace(fitted, answer="")))
-    return msgspec.structs.replace(fitted, answer=cut_text(answer, end - 1))
+    return msgspec.structs.replace(fitted, answer=cut_text(answer, end - 1), answer_truncated=True)
 
 
 def _overhead(empty: msgspec.Struct) -> Cost:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from memories.caps import MAX_RESULT_CHARS, MAX_RESULT_TOKENS, cost_of
+from memories.caps import MAX_ANSWER_TOKENS, MAX_RESULT_CHARS, MAX_RESULT_TOKENS, cost_of
 from tests.fixtures.daemon import PASSPHRASE, HomeDir, initialize, memories_executable, with_hooks
 from tests.fixtures.mcp_client import RawServer, call, grant, mcp_session
 from tests.fixtures.model_servers import ModelServer, Reply
@@ -407,6 +407,27 @@ async def test_big_notes_page_and_wide_searches_stay_within_the_cap(vault: HomeD
             assert not error and document["truncated"] is True and document["omitted"] > 0
             assert 0 < len(document["results"]) < 100
             _within_cap(document)
+
+
+async def test_rag_ask_and_memory_ask_cut_a_long_answer_alike_and_say_so(
+    home: HomeDir, model_server: ModelServer
+) -> None:
+    long_answer = "Restic runs nightly [S1]. " + "农" * 20_000
+    model_server.answer = lambda body: json.dumps({"answer": long_answer, "citations": ["S1"]}, ensure_ascii=False)
+    initialize(_with_generation(home, model_server))
+    _add(home, "notes", "Backups", "Nightly backups run restic to the NAS.")
+    token = grant(home, "notes", "ask")["token"]
+
+    human = home.run("rag", "ask", "notes", "restic backups", "--mode", "bm25", json_output=False)
+    cli = home.ok("rag", "ask", "notes", "restic backups", "--mode", "bm25")
+    async with mcp_session(home, token) as session:
+        error, tool = await call(session, "memory_ask", {"question": "restic backups", "mode": "bm25"})
+
+    assert cli["answer_truncated"] is True and cli["answer"].startswith("Restic runs nightly [S1]. 农")
+    assert cli["answer"].endswith("…") and cost_of(cli["answer"]).tokens == MAX_ANSWER_TOKENS
+    assert not error and tool["answer"] == cli["answer"] and tool["answer_truncated"] is True
+    assert tool["truncated"] is True and tool["citations"][0]["text"] == cli["citations"][0]["text"]
+    assert human.code == 0 and human.stdout.startswith(cli["answer"] + "\n(answer cut: the service wrote more than ")
 
 
 # -- acceptance 7: the process ends with its input ------------------------------------------------------------

@@ -199,6 +199,7 @@ def test_ask_without_evidence_calls_nothing(home: HomeDir, model_server: ModelSe
         assert document == {
             "status": "insufficient_evidence",
             "answer": None,
+            "answer_truncated": False,
             "citations": [],
             "mode": "bm25",
             "reason": "retrieval",

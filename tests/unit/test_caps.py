@@ -2,8 +2,20 @@
 
 from __future__ import annotations
 
+import msgspec
+
 from memories import protocol as p
-from memories.caps import MAX_RESULT_CHARS, MAX_RESULT_TOKENS, Cost, cost_of, fit_hits, page
+from memories.caps import (
+    MAX_ANSWER_CHARS,
+    MAX_ANSWER_TOKENS,
+    MAX_RESULT_CHARS,
+    MAX_RESULT_TOKENS,
+    Cost,
+    cost_of,
+    cut_answer,
+    fit_hits,
+    page,
+)
 from memories.daemon.tools import fit_answer
 
 
@@ -40,15 +52,29 @@ def _citation(n: int, text: str) -> p.Citation:
     )
 
 
+def _answer(answer: str, citations: list[p.Citation], *, cut: bool = False) -> p.AskReport:
+    return p.AskReport(status="answered", answer=answer, answer_truncated=cut, citations=citations, mode="bm25")
+
+
 def test_a_long_answer_is_cut_to_snippets_and_says_so() -> None:
-    small = p.AskReport(status="answered", answer="yes [S1]", citations=[_citation(1, "短")], mode="bm25")
-    assert fit_answer(small).truncated is False
-    big = p.AskReport(
-        status="answered", answer="见 [S1]", citations=[_citation(n, "农" * 768) for n in range(1, 101)], mode="bm25"
-    )
+    small = fit_answer(_answer("yes [S1]", [_citation(1, "短")]))
+    assert small.truncated is False and small.answer_truncated is False
+    big = _answer("见 [S1]", [_citation(n, "农" * 768) for n in range(1, 101)])
     fitted = fit_answer(big)
-    assert fitted.truncated and fitted.omitted == 100 and cost_of(fitted).fits()
+    assert fitted.truncated and fitted.omitted == 100 and cost_of(fitted).fits() and not fitted.answer_truncated
     assert [c.label for c in fitted.citations] == [c.label for c in big.citations]  # every cited label stays
-    huge = p.AskReport(status="answered", answer="农" * 50_000, citations=[], mode="bm25")
-    cut = fit_answer(huge)
-    assert cut.truncated and cost_of(cut).fits() and cut.answer and cut.answer.endswith("…")
+    # an answer within the answer cap, with citations whose titles alone take most of the result: cut further
+    titled = [msgspec.structs.replace(_citation(n, ""), title="标" * 30) for n in range(1, 101)]
+    cut = fit_answer(_answer("农" * 3_999, titled))
+    assert cut.truncated and cut.answer_truncated and cost_of(cut).fits() and cut.answer and cut.answer.endswith("…")
+
+
+def test_an_answer_over_the_answer_cap_is_cut_once_for_every_client() -> None:
+    answer, cut = cut_answer("农" * 50_000)
+    assert cut and answer.endswith("…") and cost_of(answer).tokens == MAX_ANSWER_TOKENS
+    latin, cut = cut_answer("a" * 50_000)
+    assert cut and cost_of(latin).chars == MAX_ANSWER_CHARS
+    assert cut_answer("农" * 3_998) == ("农" * 3_998, False)  # 3,998 + the quotes: 3,999 tokens
+    # memory_ask keeps the answer the daemon cut, and says so, as rag ask does
+    fitted = fit_answer(_answer(answer, [_citation(1, "农" * 768)], cut=True))
+    assert fitted.answer == answer and fitted.answer_truncated and fitted.truncated and fitted.omitted == 0
