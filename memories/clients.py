@@ -8,6 +8,9 @@
 - ``vscode``: ``$XDG_CONFIG_HOME/Code/User/mcp.json`` (``servers`` with ``"type": "stdio"``, JSONC;
   ``XDG_CONFIG_HOME`` defaults to ``~/.config``, also when it is relative), skill in ``~/.copilot/skills/memories``.
 
+``~`` is ``HOME``. A relative ``HOME``, ``CLAUDE_CONFIG_DIR`` or ``CODEX_HOME`` is refused for the clients whose
+paths come from it (``invalid_environment``); an unset or empty one means its default.
+
 Claude Code's user config is written directly rather than through ``claude mcp add-json``, which would put the
 grant token on a command line (visible to every process of the user) and cannot merge. Claude Desktop has no
 Linux build, so it is skipped with a note.
@@ -16,8 +19,12 @@ Linux build, so it is skipped with a note.
 from __future__ import annotations
 
 import os
+import pwd
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from memories.errors import MemoriesError
 
 SERVER_NAME = "memories"
 """The one entry ``inject`` owns in each client's server table."""
@@ -51,39 +58,88 @@ class ClientTarget:
         return entry
 
 
-def targets(environ: dict[str, str] | None = None) -> dict[str, ClientTarget]:
-    """Every supported client, keyed by its ``inject`` name, with paths from ``HOME``, ``CODEX_HOME``,
-    ``XDG_CONFIG_HOME`` and ``CLAUDE_CONFIG_DIR`` of ``environ`` (default: this process's environment)."""
-    env = os.environ if environ is None else environ
-    home = env.get("HOME") or os.path.expanduser("~")
-    claude_dir = env.get("CLAUDE_CONFIG_DIR") or os.path.join(home, ".claude")
-    claude_config = (
-        os.path.join(env["CLAUDE_CONFIG_DIR"], ".claude.json")
-        if env.get("CLAUDE_CONFIG_DIR")
-        else os.path.join(home, ".claude.json")
+class _Environment:
+    """The variables client paths come from. A folder variable that is unset or empty means its default; a relative
+    one is refused: the client resolves it against the folder it starts in, which is not the one ``inject`` runs
+    in, so no file ``inject`` could write is the one the client reads."""
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        self._environ = environ
+
+    def folder(self, name: str) -> str | None:
+        """The absolute folder ``name`` holds, or ``None`` when it is unset or empty.
+
+        Raises:
+            MemoriesError: ``invalid_environment`` when it holds a relative path.
+        """
+        value = self._environ.get(name)
+        if not value:
+            return None
+        if not os.path.isabs(value):
+            raise MemoriesError(
+                "invalid_environment",
+                f"{name} is a relative path ({value}); the AI client would resolve it from another folder: set it "
+                "to an absolute path, or unset it, and run inject again",
+                {"variable": name},
+            )
+        return value
+
+    def home(self) -> str:
+        """``HOME``, else the user's home folder from the password database."""
+        return self.folder("HOME") or pwd.getpwuid(os.getuid()).pw_dir
+
+    def xdg_config_home(self) -> str:
+        """``XDG_CONFIG_HOME``, else ``~/.config``. The XDG base directory spec makes a relative value invalid, to
+        be ignored, and VS Code ignores it, so here it is ignored too rather than refused."""
+        value = self._environ.get("XDG_CONFIG_HOME", "")
+        return value if os.path.isabs(value) else os.path.join(self.home(), ".config")
+
+
+def _claude_code(env: _Environment) -> ClientTarget:
+    config_dir = env.folder("CLAUDE_CONFIG_DIR")
+    claude_dir = config_dir or os.path.join(env.home(), ".claude")
+    config = os.path.join(config_dir or env.home(), ".claude.json")
+    skills = os.path.join(claude_dir, "skills", SERVER_NAME)
+    return ClientTarget("claude-code", "Claude Code", config, "json", "mcpServers", True, skills, claude_dir)
+
+
+def _codex(env: _Environment) -> ClientTarget:
+    codex_home = env.folder("CODEX_HOME") or os.path.join(env.home(), ".codex")
+    config = os.path.join(codex_home, "config.toml")
+    skills = os.path.join(env.home(), ".agents", "skills", SERVER_NAME)
+    return ClientTarget("codex", "Codex", config, "toml", "mcp_servers", False, skills, codex_home)
+
+
+def _cursor(env: _Environment) -> ClientTarget:
+    cursor = os.path.join(env.home(), ".cursor")
+    skills = os.path.join(cursor, "skills", SERVER_NAME)
+    return ClientTarget(
+        "cursor", "Cursor", os.path.join(cursor, "mcp.json"), "json", "mcpServers", False, skills, cursor
     )
-    codex_home = env.get("CODEX_HOME") or os.path.join(home, ".codex")
-    # The XDG base directory spec: a relative path in the variable is invalid and ignored (VS Code does the same).
-    xdg_config = env.get("XDG_CONFIG_HOME", "")
-    if not os.path.isabs(xdg_config):
-        xdg_config = os.path.join(home, ".config")
-    vscode_user = os.path.join(xdg_config, "Code", "User")
-    found = [
-        ClientTarget(
-            "claude-code", "Claude Code", claude_config, "json", "mcpServers", True,
-            os.path.join(claude_dir, "skills", SERVER_NAME), claude_dir,
-        ),
-        ClientTarget(
-            "codex", "Codex", os.path.join(codex_home, "config.toml"), "toml", "mcp_servers", False,
-            os.path.join(home, ".agents", "skills", SERVER_NAME), codex_home,
-        ),
-        ClientTarget(
-            "cursor", "Cursor", os.path.join(home, ".cursor", "mcp.json"), "json", "mcpServers", False,
-            os.path.join(home, ".cursor", "skills", SERVER_NAME), os.path.join(home, ".cursor"),
-        ),
-        ClientTarget(
-            "vscode", "VS Code", os.path.join(vscode_user, "mcp.json"), "jsonc", "servers", True,
-            os.path.join(home, ".copilot", "skills", SERVER_NAME), vscode_user,
-        ),
-    ]  # fmt: skip
-    return {target.name: target for target in found}
+
+
+def _vscode(env: _Environment) -> ClientTarget:
+    user = os.path.join(env.xdg_config_home(), "Code", "User")
+    skills = os.path.join(env.home(), ".copilot", "skills", SERVER_NAME)
+    return ClientTarget("vscode", "VS Code", os.path.join(user, "mcp.json"), "jsonc", "servers", True, skills, user)
+
+
+_TARGETS = {"claude-code": _claude_code, "codex": _codex, "cursor": _cursor, "vscode": _vscode}
+
+CLIENTS = tuple(_TARGETS)
+"""The clients ``inject`` configures, by their ``inject`` names."""
+
+
+def target(name: str, environ: Mapping[str, str] | None = None) -> ClientTarget:
+    """The client ``name`` (one of :data:`CLIENTS`), with paths from ``HOME``, ``CLAUDE_CONFIG_DIR``,
+    ``CODEX_HOME`` and ``XDG_CONFIG_HOME`` of ``environ`` (default: this process's environment); only the variables
+    this client's paths come from are read.
+
+    >>> target("codex", {"HOME": "/home/u"}).config_path
+    '/home/u/.codex/config.toml'
+
+    Raises:
+        MemoriesError: ``invalid_environment`` when one of those variables holds a relative path
+            (``XDG_CONFIG_HOME`` excepted: a relative value is ignored, see :meth:`_Environment.xdg_config_home`).
+    """
+    return _TARGETS[name](_Environment(os.environ if environ is None else environ))

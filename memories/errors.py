@@ -54,6 +54,8 @@ CODES: dict[str, str] = {
     # Config
     "invalid_config": "config.toml has an unknown key, a wrong type, a bad value or a secret.",
     "client_config_invalid": "An AI client's config file does not parse or cannot be written; it was left unchanged.",
+    "invalid_environment": "An environment variable names a folder by a relative path where an absolute one is needed "
+    "(HOME, CODEX_HOME or CLAUDE_CONFIG_DIR for inject).",
     # Jobs
     "job_not_found": "No job has that id.",
     "worker_crashed": "The worker process running this job died; it was restarted.",

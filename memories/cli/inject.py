@@ -23,12 +23,10 @@ from memories import protocol as p
 from memories.cli.grant import EXPIRES_HELP, SCOPE_HELP, parse_scope
 from memories.cli.output import Session, command, printable_name
 from memories.client import RequestFailed
-from memories.clients import SERVER_NAME, TOKEN_ENV, ClientTarget, targets
+from memories.clients import CLIENTS, SERVER_NAME, TOKEN_ENV, ClientTarget, target
 from memories.configfiles import json_entry, merge_json, merge_toml, read_config, toml_entry, write_config
 from memories.errors import EXIT_ERROR, EXIT_PARTIAL, MemoriesError
 from memories.skill import install_skill
-
-CLIENTS = ("claude-code", "codex", "cursor", "vscode")
 
 _DESKTOP_NOTE = "Claude Desktop has no Linux build; nothing to configure"
 
@@ -152,14 +150,20 @@ def inject(session: Session, client: str, vault_ref: str, scope: str, expires: s
     scopes = parse_scope(scope)
     session.call(p.VaultShow(vault=vault_ref))  # the daemon runs, the home is unlocked and the vault exists
     injector = _Injector(session, vault_ref, scopes, expires, force)
-    rows = []
-    for target in targets().values():
-        if client not in ("all", target.name):
+    rows: list[dict[str, Any]] = []
+    for name in CLIENTS:
+        if client not in ("all", name):
             continue
-        if client == "all" and not target.installed():
-            rows.append({"client": target.name, "status": "skipped", "note": f"not installed (no {target.marker})"})
+        try:
+            found = target(name)
+        except MemoriesError as exc:  # a relative HOME, CODEX_HOME or CLAUDE_CONFIG_DIR
+            error = {"code": exc.code, "message": exc.message}
+            rows.append({"client": name, "status": "failed", "config": None, "grant": None, "error": error})
             continue
-        rows.append(injector.run(target))
+        if client == "all" and not found.installed():
+            rows.append({"client": name, "status": "skipped", "note": f"not installed (no {found.marker})"})
+            continue
+        rows.append(injector.run(found))
     if client == "all":
         rows.append({"client": "claude-desktop", "status": "skipped", "note": _DESKTOP_NOTE})
     session.emit({"clients": rows}, [], _show)

@@ -98,6 +98,29 @@ def test_two_forced_runs_keep_everything_else_and_one_entry(clients: tuple[HomeD
         assert (fake / folder / "skills" / "memories" / "SKILL.md").read_text() == bundled_skill()
 
 
+def test_a_relative_codex_home_is_refused_and_nothing_is_written_where_inject_runs(
+    clients: tuple[HomeDir, Path], tmp_path: Path
+) -> None:
+    home, fake = clients
+    home.env["CODEX_HOME"] = "codex"  # Codex would resolve it from the folder it starts in, not this one
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+
+    result = home.run("inject", "all", "--vault", "notes", "--scope", "search", cwd=elsewhere)
+
+    assert result.code == 3, result.stderr  # the other clients were configured
+    rows = {row["client"]: row for row in result.doc["clients"]}
+    assert rows["codex"]["status"] == "failed" and rows["codex"]["error"]["code"] == "invalid_environment"
+    assert rows["codex"]["error"]["message"].startswith("CODEX_HOME is a relative path (codex); ")
+    assert {rows[name]["status"] for name in ("claude-code", "cursor", "vscode")} == {"configured"}
+    assert list(elsewhere.iterdir()) == [] and (fake / "codex" / "config.toml").read_text() == CODEX
+    assert {g["client"] for g in home.ok("grant", "list")["grants"]} == {"claude-code", "cursor", "vscode"}
+    assert (
+        "error: invalid_environment: CODEX_HOME is a relative path"
+        in home.run("inject", "codex", "--vault", "notes", "--scope", "search", json_output=False, cwd=elsewhere).stderr
+    )
+
+
 def test_an_invalid_json_file_is_left_untouched_and_named(clients: tuple[HomeDir, Path]) -> None:
     home, fake = clients
     broken = '{\n  "mcpServers": {\n    "other": {"command": "x"},,\n  }\n}\n'

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import stat
 from pathlib import Path
 
 import pytest
 
-from memories.clients import targets
+from memories.clients import CLIENTS, target
 from memories.configfiles import json_entry, merge_json, merge_toml, read_config, toml_entry, write_config
 from memories.errors import MemoriesError
 
@@ -104,6 +105,34 @@ def test_a_relative_xdg_config_home_is_ignored() -> None:
     """The XDG base directory spec: a relative path is invalid; inject must not create ``rel/Code/User`` in
     whatever folder it runs from."""
     for value in ("rel", "", "./x"):
-        vscode = targets({"HOME": "/home/u", "XDG_CONFIG_HOME": value})["vscode"]
+        vscode = target("vscode", {"HOME": "/home/u", "XDG_CONFIG_HOME": value})
         assert vscode.config_path == "/home/u/.config/Code/User/mcp.json"
-    assert targets({"HOME": "/home/u", "XDG_CONFIG_HOME": "/x"})["vscode"].config_path == "/x/Code/User/mcp.json"
+    assert target("vscode", {"HOME": "/home/u", "XDG_CONFIG_HOME": "/x"}).config_path == "/x/Code/User/mcp.json"
+
+
+@pytest.mark.parametrize(
+    ("variable", "clients"),
+    [("HOME", CLIENTS), ("CODEX_HOME", ("codex",)), ("CLAUDE_CONFIG_DIR", ("claude-code",))],
+)
+@pytest.mark.parametrize("value", ["rel", "./x", "~/.codex", "../up"])
+def test_a_relative_client_folder_is_refused_for_the_clients_it_places(
+    variable: str, clients: tuple[str, ...], value: str
+) -> None:
+    """Every other folder variable inject reads: the client would resolve a relative value from the folder it
+    starts in, so no file inject writes is the one it reads. ``~`` is not expanded in a variable's value."""
+    environ = {"HOME": "/home/u", variable: value}
+    for name in clients:
+        with pytest.raises(MemoriesError) as refused:
+            target(name, environ)
+        assert refused.value.code == "invalid_environment" and refused.value.details == {"variable": variable}
+        assert refused.value.message.startswith(f"{variable} is a relative path ({value}); ")
+    for name in set(CLIENTS) - set(clients):  # the other clients do not read it
+        assert target(name, environ).config_path.startswith("/home/u/")
+
+
+def test_an_empty_client_folder_variable_means_its_default() -> None:
+    environ = {"HOME": "/home/u", "CODEX_HOME": "", "CLAUDE_CONFIG_DIR": ""}
+    assert target("codex", environ).config_path == "/home/u/.codex/config.toml"
+    assert target("claude-code", environ).config_path == "/home/u/.claude.json"
+    user = pwd.getpwuid(os.getuid()).pw_dir
+    assert target("cursor", {"HOME": ""}).config_path == os.path.join(user, ".cursor", "mcp.json")
