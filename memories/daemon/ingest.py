@@ -1,7 +1,8 @@
 """``rag ingest``: UTF-8 Markdown and text files become general, encrypted knowledge cards (R-03, R-04, R-05).
 
 A folder gives the ``.md``/``.txt`` files directly in it, and with ``--recursive`` those of every subfolder;
-other files are reported ``skipped``; names starting with ``.`` (``.git``, ``.obsidian``) are not walked;
+other files are reported ``skipped``; names starting with ``.`` (``.git``, ``.obsidian``) are not walked; a file
+reached twice in one run is read once (see :func:`_walk`);
 ``--exclude`` patterns are gitignore-style, matched against the path relative to the folder (a bare name matches
 at any depth). A file named explicitly must be text. Each file's ``source`` is its path relative to the folder
 given (``/``-separated), or its file name when named directly, as of the latest ingest. A card is its file: its
@@ -247,7 +248,12 @@ def _find_card(vaults: Vaults, vault: VaultRow, origin: Origin, source: str) -> 
 
 
 def _walk(request: p.RagIngest) -> list[_Candidate | p.IngestResult]:
-    """Expand the paths of a request into files to read and files reported as skipped or refused."""
+    """Expand the paths of a request into files to read and files reported as skipped or refused.
+
+    A file reached more than once (a symbolic link to another note of the run, a path given twice) is read once,
+    where it is first found; the later ones are ``skipped``. Read twice, it would update its card twice, to each
+    name in turn, on every run.
+    """
     spec = _exclusions(request.exclude)
     found: list[_Candidate | p.IngestResult] = []
     for raw in request.paths:
@@ -259,6 +265,13 @@ def _walk(request: p.RagIngest) -> list[_Candidate | p.IngestResult]:
         else:
             error = p.ErrorInfo(code="invalid_argument", message=f"{root} does not exist")
             found.append(p.IngestResult(path=raw, source=None, status="refused", error=error))
+    seen: set[str] = set()
+    for index, item in enumerate(found):
+        if isinstance(item, _Candidate):
+            resolved = os.path.realpath(item.path)
+            if resolved in seen:
+                found[index] = p.IngestResult(path=str(item.path), source=item.source, status="skipped")
+            seen.add(resolved)
     return found
 
 

@@ -41,3 +41,23 @@ async def test_an_unexpected_failure_on_one_file_refuses_only_that_file(
     ]
     listed = await middle.ok(p.MemoryList(vault="notes"))
     assert [r.title for r in listed.records] == ["Good"]
+
+
+async def test_a_file_reached_twice_in_one_ingest_is_ingested_once(middle: Middle, tmp_path: Path) -> None:
+    """A symbolic link to a note of the same folder (and a path given twice) is one file: one card, and a run again
+    with nothing changed adds no revision (it once flipped the card between the two names on every run)."""
+    folder = tmp_path / "notes"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "note.md").write_text("# Note\n\nthe only text\n")
+    (folder / "sub" / "link.md").symlink_to("../note.md")
+    request = p.RagIngest(vault="notes", paths=[str(folder), str(folder / "note.md")], recursive=True)
+    first = await middle.ok(request)
+    assert [(r.source, r.status) for r in first.results] == [
+        ("note.md", "added"),
+        ("sub/link.md", "skipped"),
+        ("note.md", "skipped"),
+    ]
+    again = await middle.ok(request)
+    assert [r.status for r in again.results] == ["unchanged", "skipped", "skipped"]
+    listed = await middle.ok(p.MemoryList(vault="notes"))
+    assert [(r.title, r.revision) for r in listed.records] == [("Note", 1)]
