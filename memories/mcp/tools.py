@@ -3,8 +3,9 @@
 Arguments are checked here, not by the SDK (which drops unknown arguments silently and answers bad ones with
 multi-line messages). Every schema says ``additionalProperties: false``, and :func:`decode` enforces it: an
 unknown argument, a missing one or a value of the wrong type is ``invalid_argument`` naming the argument, in one
-line. Decoding is strict with one allowance clients need: an integer may come as a string of decimal digits
-(``"5"``), and a boolean as ``"true"``/``"false"``; ``true`` for an integer, ``5.5`` or ``"abc"`` is refused.
+line. Decoding is strict with the allowances clients need: an integer may come as a string of decimal digits
+(``"5"``) or as a number with no fraction (``5.0``, an integer in JSON Schema), and a boolean as
+``"true"``/``"false"``; ``true`` for an integer, ``5.5`` or ``"abc"`` is refused.
 Limits are the CLI's (R-17): ``limit`` 1 to 100 (``limit_too_large`` above), queries up to 1,024 UTF-8 bytes.
 No argument names a vault, an endpoint, a model or a credential: the grant and the daemon's config decide those.
 """
@@ -178,8 +179,9 @@ def _value(argument: Argument, raw: Any) -> Any:
         if raw in ("true", "false"):
             return raw == "true"
         raise _invalid(name, "expected true or false")
-    # integer
-    if isinstance(raw, str) and raw.isascii() and raw.isdigit():
+    # integer; JSON Schema's ``integer`` holds 5.0 too (a zero fractional part), which clients with only floats send
+    digits = isinstance(raw, str) and raw.isascii() and raw.isdigit()
+    if digits or (isinstance(raw, float) and raw.is_integer()):
         raw = int(raw)
     if isinstance(raw, bool) or not isinstance(raw, int):
         raise _invalid(name, "expected an integer")
