@@ -10,27 +10,41 @@
     else answered, each citation with its exact text; an answer over the answer cap is cut (answer_truncated)
 
 Citation checking checks references (every label exists and was sent), not whether each claim is supported by its
-source. A reply that arrives after lock, or for an older state of the vault, is dropped (the job's epoch and
-cancel scope, :mod:`memories.daemon.jobs`). Retrying generation may add provider cost; retries stay within
+source. A reply that arrives after lock, a revoke or a cancel is dropped (the job's cancel scope and acceptance
+check, :mod:`memories.daemon.jobs`). Retrying generation may add provider cost; retries stay within
 ``[rag.http] retries``, and malformed output is never retried.
+
+**A vault change during an ask generates again only when what the model was shown changed.** Each generation may
+be a paid call, so the job keeps the reply it paid for. When the vault's epoch moved meanwhile (a note added, an
+ingest in progress, a sync), the acceptance check runs the job again, and that run first checks every chunk the
+model was shown, cited or not, against the vault as it is now (:func:`_still_held`: the record still eligible, at
+the same revision, with the same title and the same text at the same byte span). All held: the same reply is
+answered, with no second call. One changed (edited, deleted, made private, or the vault made device-only): the
+reply is dropped, retrieval runs on the current vault and generation runs again on what it finds, within the
+job's budget. A new note alone never costs a generation; the answer is then from the notes as they were when it
+was generated, all of them still held.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from memories import protocol as p
 from memories import worker_protocol as w
 from memories.caps import cut_answer
-from memories.config import RagConfig
+from memories.config import GenerationConfig, RagConfig
 from memories.daemon.backends import request_budget
 from memories.daemon.context import Handlers, RequestContext
 from memories.daemon.egress import refuse_device_only
 from memories.daemon.jobs import JobManager, VaultJob
 from memories.daemon.retrieval import Retrieval
 from memories.daemon.store_gate import StoreGate
+from memories.daemon.vaults import Vaults
 from memories.daemon.workers import WorkerHandle
 from memories.errors import MemoriesError
 from memories.limits import check_result_limit
-from memories.rag.answers import parse_answer, select_sources, user_prompt
+from memories.rag.answers import Source, parse_answer, select_sources, user_prompt
+from memories.store import VaultRow
 
 
 class Asking:
@@ -80,8 +94,7 @@ class Asking:
                 f"{self._config_path}; restart the daemon after adding it",
             )
         check_result_limit(request.limit)
-        vault = await self._store.resolve_unlocked(request.vault)
-        refuse_device_only(vault, generation.url, "rag.generation")
+        vault = await self._vault(request.vault, generation)
         search = p.RagSearch(
             vault=request.vault,
             query=request.question,
@@ -92,9 +105,16 @@ class Asking:
         )
         job = self._jobs.new_job("ask", vault.id, vault.name, epoch_checked=True)
         ctx.attach(job)
+        generated: _Generated | None = None  # kept across the job's runs: a vault change alone never pays again
 
         async def work(job: VaultJob) -> p.AskReport:
-            mode, hits = await self._retrieval.retrieve(job, vault, ctx, search, evidence=True)
+            nonlocal generated
+            current = await self._vault(vault.id, generation)  # a run after a change sees the current policy
+            if generated is not None:
+                if await self._store.run(_still_held, self._store.vaults, current, generated.shown):
+                    return generated.report()
+                generated = None  # what the model was shown changed: its answer is dropped
+            mode, hits = await self._retrieval.retrieve(job, current, ctx, search, evidence=True)
             if not hits:
                 return _insufficient(mode, "retrieval")
             sources = select_sources([(hit.title, hit.text) for hit in hits], generation.max_context_chars)
@@ -105,16 +125,58 @@ class Asking:
                 budget_seconds=request_budget(job, self._default_budget),
             )
             self._remote.handed_vault_text()
-            reply = await job.call(self._remote, body)
-            answer, labels = parse_answer(reply.text, [source.label for source in sources])
-            if not labels or not answer.strip():  # the prompt's way of saying the sources do not answer
-                return _insufficient(mode, "model")
-            by_label = {source.label: hit for source, hit in zip(sources, hits, strict=False)}
-            citations = [_citation(label, by_label[label]) for label in labels]
-            answer, cut = cut_answer(answer)
-            return p.AskReport(status="answered", answer=answer, answer_truncated=cut, citations=citations, mode=mode)
+            # The reply is kept even when the vault changed meanwhile; the acceptance check then runs the job
+            # again, and that run keeps it if the chunks it was shown are still held.
+            reply = await job.call(self._remote, body, epoch=False)
+            generated = _Generated(mode, sources, hits[: len(sources)], reply.text)
+            return generated.report()
 
         return await self._jobs.run(job, work)
+
+    async def _vault(self, ref: str, generation: GenerationConfig) -> VaultRow:
+        """The vault ``ref`` names, unlocked, refused when it is device-only and generation leaves the device.
+
+        Raises:
+            MemoriesError: ``device_only_vault`` and what :meth:`StoreGate.resolve_unlocked` raises.
+        """
+        vault = await self._store.resolve_unlocked(ref)
+        refuse_device_only(vault, generation.url, "rag.generation")
+        return vault
+
+
+@dataclass(frozen=True)
+class _Generated:
+    """One generation, already paid for: the chunks the model was shown (``shown``, labelled ``sources``) and its
+    reply."""
+
+    mode: p.SearchMode
+    sources: list[Source]
+    shown: list[w.WorkerHit]
+    reply: str
+
+    def report(self) -> p.AskReport:
+        """The reply as an answer with checked citations (raises ``invalid_model_output``)."""
+        answer, labels = parse_answer(self.reply, [source.label for source in self.sources])
+        if not labels or not answer.strip():  # the prompt's way of saying the sources do not answer
+            return _insufficient(self.mode, "model")
+        by_label = {source.label: hit for source, hit in zip(self.sources, self.shown, strict=True)}
+        citations = [_citation(label, by_label[label]) for label in labels]
+        answer, cut = cut_answer(answer)
+        return p.AskReport(status="answered", answer=answer, answer_truncated=cut, citations=citations, mode=self.mode)
+
+
+def _still_held(vaults: Vaults, vault: VaultRow, shown: list[w.WorkerHit]) -> bool:
+    """Whether the vault still holds every chunk the model was shown, as it was shown: its record eligible, at
+    the same revision, with the same title and the same text at the same byte span (runs in the store's thread).
+    Every chunk shown counts, cited or not: an answer may repeat a source it does not cite."""
+    held = {record.id: record for record in vaults.index_records(vault, sorted({hit.asset_id for hit in shown}))}
+    for hit in shown:
+        record = held.get(hit.asset_id)
+        if record is None or record.revision != hit.revision or record.title != hit.title:
+            return False
+        if record.body.encode()[hit.byte_start : hit.byte_end] != hit.text.encode():
+            return False
+    return True
 
 
 def _insufficient(mode: p.SearchMode, reason: str) -> p.AskReport:

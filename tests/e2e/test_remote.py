@@ -10,6 +10,8 @@ import json
 import os
 import sqlite3
 import subprocess
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -172,6 +174,44 @@ def test_ask_answers_with_checked_citations(home: HomeDir, model_server: ModelSe
         assert call.body["max_tokens"] == 1024 and "tools" not in call.body
     assert [source["text"] for source in sent["sources"]] == [citation["text"]]
     assert "pasta" not in json.dumps(call.body)
+
+
+@pytest.mark.parametrize(
+    ("change", "generations", "status"),
+    [
+        ("add", 1, "answered"),  # an unrelated note: the answer stands on what it was shown
+        ("edit", 2, "answered"),  # the note it was shown changed: generated again, from the new text
+        ("private", 1, "insufficient_evidence"),  # no longer eligible: the answer is dropped, nothing else is evidence
+    ],
+)
+def test_an_ask_generates_again_only_when_the_chunks_it_was_shown_changed(
+    home: HomeDir, model_server: ModelServer, change: str, generations: int, status: str
+) -> None:
+    """Each generation may be a paid call: a vault change during one runs retrieval again, never the model, unless
+    what the model was shown is no longer what the vault holds."""
+    _start(home, _generation(model_server))
+    shown = _add(home, "Backups", "Nightly backups run restic to the NAS at two.")
+    released = threading.Event()
+    model_server.script("chat", Reply(hold=released))
+    with ThreadPoolExecutor(1) as pool:
+        asking = pool.submit(home.ok, "rag", "ask", "notes", "restic backups", "--mode", "bm25")
+        home.wait_for(lambda: model_server.calls("chat"), what="the generation request")
+        if change == "add":
+            _add(home, "Cooking", "Boil the pasta for nine minutes.")
+        elif change == "edit":
+            home.ok("memory", "update", "notes", shown, "--body", "Nightly backups run restic to the NAS at three.")
+        else:
+            home.ok("memory", "update", "notes", shown, "--sensitivity", "private")
+        released.set()
+        answer = asking.result(timeout=120)
+
+    assert answer["status"] == status and len(model_server.calls("chat")) == generations
+    if status == "answered":
+        (citation,) = answer["citations"]
+        body = home.ok("memory", "read", "notes", shown)["body"]
+        assert citation["revision"] == (2 if change == "edit" else 1) and citation["text"] == body
+        sent = json.loads(model_server.calls("chat")[-1].body["messages"][1]["content"])
+        assert [source["text"] for source in sent["sources"]] == [body]
 
 
 def test_ask_shows_an_answers_paragraphs_and_escapes_its_terminal_controls(

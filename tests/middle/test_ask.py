@@ -1,0 +1,48 @@
+"""``rag ask`` in-process: a vault change while the generation runs (memories/daemon/ask.py). The vault changes
+that keep or drop an answer through the CLI and the loopback fake service are in tests/e2e/test_remote.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import trio
+
+from memories import protocol as p
+from memories import worker_protocol as w
+from memories.config import GenerationConfig, RagConfig
+from memories.errors import MemoriesError
+from tests.fixtures.middle import running_middle
+
+GENERATION = GenerationConfig(protocol="compatible", url="https://generation.example/v1/chat/completions", model="m")
+
+
+async def test_a_vault_made_device_only_during_the_generation_drops_its_answer(tmp_path: Path) -> None:
+    """R-41: the run after the change sees the vault's policy as it is now; its answer, from a service that may no
+    longer see the vault, is not delivered, and nothing is sent again."""
+    async with running_middle(tmp_path, RagConfig(generation=GENERATION)) as middle:
+        await middle.add("restic backups run at two", title="Backups")
+        generating, release = trio.Event(), trio.Event()
+        calls: list[w.Generate] = []
+
+        async def generate(request: w.Generate) -> w.GeneratedText:
+            calls.append(request)
+            generating.set()
+            await release.wait()
+            return w.GeneratedText(text='{"answer": "At two [S1].", "citations": ["S1"]}')
+
+        middle.fakes["remote"].handlers[w.Generate] = generate
+        outcome: list[MemoriesError] = []
+
+        async def ask() -> None:
+            try:
+                await middle.ok(p.RagAsk(vault="notes", question="restic", mode="bm25"))
+            except MemoriesError as exc:
+                outcome.append(exc)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ask)
+            await generating.wait()
+            await middle.ok(p.VaultPolicy(vault="notes", device_only=True))
+            release.set()
+
+        assert [error.code for error in outcome] == ["device_only_vault"] and len(calls) == 1
