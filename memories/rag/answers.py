@@ -13,9 +13,9 @@
 - **Prompt**: the question and the sources as one JSON document (so no source text can close a delimiter), with
   a system message saying they are untrusted data, that no tools exist, and the reply shape.
 - **Reply**: one JSON object ``{"answer": str, "citations": ["S1", ...]}``, optionally in one Markdown fence, after
-  at most one leading ``<think>…</think>`` block is removed. Every cited label, and every ``[S#]`` written in the
-  answer, must be one of this request's labels. Citation checking checks references, not whether each claim is
-  supported by its source.
+  at most one leading ``<think>…</think>`` block is removed. Every cited label, and every label written in the
+  answer (``[S1]``, ``[S1, S2]``, ``【S1】``, see :data:`_INLINE_CITATION`), must be one of this request's
+  labels. Citation checking checks references, not whether each claim is supported by its source.
 """
 
 from __future__ import annotations
@@ -57,7 +57,19 @@ it for a remote backend).
 
 _THINK = re.compile(r"^\s*<think>.*?</think>", re.DOTALL)
 _FENCE = re.compile(r"^```[A-Za-z]*\s*\n?(.*?)\n?```$", re.DOTALL)
-_INLINE_LABEL = re.compile(r"\[(S\d+)\]")
+_INLINE_CITATION = re.compile(r"[\[［【]\s*(S\d+(?:\s*[,，;；、]\s*S\d+)*)\s*[\]］】]")
+"""A label, or a list of them, in brackets as models write them: ``[S1]``, ``[S1, S2]``, and in Chinese answers
+``［S1］``, ``【S1】``, ``【S1、S2】``. A bracket holding anything else (``[Section 4]``) cites nothing."""
+_LABEL = re.compile(r"S\d+")
+
+
+def _inline_labels(answer: str) -> list[str]:
+    """The labels cited in the answer's text, in order.
+
+    >>> _inline_labels("A [S2] and [S1, S3]; 甲【S4、S5】 ([Section 4])")
+    ['S2', 'S1', 'S3', 'S4', 'S5']
+    """
+    return [label for group in _INLINE_CITATION.findall(answer) for label in _LABEL.findall(group)]
 
 
 @dataclass(frozen=True)
@@ -130,7 +142,8 @@ def parse_answer(reply: str, labels: Sequence[str]) -> tuple[str, list[str]]:
 
     Raises:
         MemoriesError: ``invalid_model_output`` naming the reason: not one JSON object, wrong field types, or a
-            label (cited or written inline as ``[S#]``) that this request did not send.
+            label (cited, or written in the answer as ``[S#]``, ``[S#, S#]`` or in full-width brackets) that this
+            request did not send.
 
     >>> parse_answer('<think>hmm</think>```json\\n{"answer": "Yes [S1].", "citations": ["S1"]}\\n```', ["S1"])
     ('Yes [S1].', ['S1'])
@@ -151,13 +164,14 @@ def parse_answer(reply: str, labels: Sequence[str]) -> tuple[str, list[str]]:
     if not isinstance(citations, list) or not all(isinstance(label, str) for label in citations):
         raise _invalid('"citations" is missing or not a list of labels')
     known = set(labels)
-    invented = sorted({label for label in [*citations, *_INLINE_LABEL.findall(answer)] if label not in known})
+    inline = _inline_labels(answer)
+    invented = sorted({label for label in [*citations, *inline] if label not in known})
     if invented:
         raise _invalid(
             f"the reply cites labels that were not sent: {', '.join(invented)} (sent: {', '.join(labels)})",
             {"invented": invented},
         )
-    return answer, list(dict.fromkeys([*citations, *_INLINE_LABEL.findall(answer)]))
+    return answer, list(dict.fromkeys([*citations, *inline]))
 
 
 def _invalid(reason: str, details: dict[str, object] | None = None) -> MemoriesError:

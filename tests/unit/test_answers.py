@@ -4,6 +4,7 @@ protocols, and the learned reranker's reply (R-36; issue 8, acceptance 5's reply
 from __future__ import annotations
 
 import doctest
+import json
 
 import pytest
 
@@ -58,6 +59,23 @@ def test_inline_labels_join_the_citations() -> None:
         "A [S2] and [S1].",
         ["S2", "S1"],
     )
+
+
+@pytest.mark.parametrize(
+    "answer", ["A [S1, S9].", "A [S1,S9].", "A [S1; S9].", "甲［S9］。", "甲【S9】。", "甲【S1、S9】。"]
+)
+def test_an_invented_label_in_a_list_or_in_full_width_brackets_is_refused(answer: str) -> None:
+    """Models write several labels in one bracket, and Chinese answers use full-width brackets: an invented label
+    there is as invented as in ``[S9]``."""
+    with pytest.raises(MemoriesError) as caught:
+        parse_answer(json.dumps({"answer": answer, "citations": ["S1"]}), ["S1", "S2"])
+    assert caught.value.details["invented"] == ["S9"]
+
+
+def test_labels_in_lists_and_full_width_brackets_join_the_citations() -> None:
+    answer = "甲【S2】，乙［S1、S3］ and [S2, S1] (not [Section 4] or [S3 bucket])."
+    reply = json.dumps({"answer": answer, "citations": []})
+    assert parse_answer(reply, ["S1", "S2", "S3"])[1] == ["S2", "S1", "S3"]
 
 
 def test_a_truncated_chat_completion_names_the_tokens() -> None:
