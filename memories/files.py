@@ -12,6 +12,11 @@ import os
 import stat
 from pathlib import Path
 
+UTF8_BOM = b"\xef\xbb\xbf"
+"""The byte order mark Windows editors start UTF-8 files with: it marks the encoding and is not text, so a note
+read from a file (``rag ingest``, ``memory add --file`` or standard input) starts after it, and so do its byte
+offsets. A file may hold it beyond the body limit: limits count the text."""
+
 
 class NotRegularFile(OSError):
     """The path names a device, a pipe, a socket or a folder."""

@@ -1,7 +1,8 @@
 """``memory add|read|list|update|delete|move|search``: records of a vault.
 
 A body comes from ``--body``, ``--file PATH`` or standard input; it must be UTF-8 and at most 2 MiB
-(:data:`~memories.limits.MAX_BODY_BYTES`); an empty body is allowed. Listing never prints a body.
+(:data:`~memories.limits.MAX_BODY_BYTES`); an empty body is allowed; a leading UTF-8 BOM of a file or of standard
+input is removed. Listing never prints a body.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import click
 from memories import protocol as p
 from memories.cli.output import Session, command, common_options, one_line, plain_decimal, printable, table
 from memories.errors import MemoriesError
+from memories.files import UTF8_BOM, FileTooLarge, NotRegularFile, read_regular_file
 from memories.limits import MAX_BODY_BYTES, body_too_large, check_result_limit
 
 KINDS = list(get_args(p.RecordKind))
@@ -44,15 +46,26 @@ def memory(json_mode: bool, home: str | None, config: str | None) -> None:
 
 
 def read_limited(stream: BinaryIO, name: str) -> bytes:
-    """Read at most :data:`MAX_BODY_BYTES` bytes; refuse larger input without reading all of it.
+    """Read at most :data:`MAX_BODY_BYTES` bytes after a UTF-8 BOM, which is dropped; refuse larger input without
+    reading all of it.
 
     Raises:
         MemoriesError: ``body_too_large``.
     """
-    data = stream.read(MAX_BODY_BYTES + 1)
-    if len(data) > MAX_BODY_BYTES:
+    return _without_bom(stream.read(MAX_BODY_BYTES + len(UTF8_BOM) + 1), name)
+
+
+def _without_bom(data: bytes, name: str) -> bytes:
+    """A file's or a stream's bytes without a leading UTF-8 BOM (:data:`memories.files.UTF8_BOM`), as ``rag ingest``
+    reads notes.
+
+    Raises:
+        MemoriesError: ``body_too_large`` when more than :data:`MAX_BODY_BYTES` remain.
+    """
+    text = data.removeprefix(UTF8_BOM)
+    if len(text) > MAX_BODY_BYTES:
         raise body_too_large(name)
-    return data
+    return text
 
 
 def _body(body: str | None, file: str | None, *, required: bool) -> bytes | None:
@@ -76,10 +89,8 @@ def _read_body_file(path: str) -> bytes:
     Raises:
         MemoriesError: ``unsupported_file``, ``body_too_large``, ``invalid_argument`` (cannot be opened or read).
     """
-    from memories.files import FileTooLarge, NotRegularFile, read_regular_file
-
     try:
-        return read_regular_file(path, MAX_BODY_BYTES)
+        return _without_bom(read_regular_file(path, MAX_BODY_BYTES + len(UTF8_BOM)), path)
     except NotRegularFile:
         raise MemoriesError(
             "unsupported_file",

@@ -33,7 +33,7 @@ from memories.daemon.jobs import Epochs, JobManager, VaultJob
 from memories.daemon.store_gate import StoreGate
 from memories.daemon.vaults import Origin, Vaults, split_tags
 from memories.errors import MemoriesError
-from memories.files import FileTooLarge, NotRegularFile, read_regular_file
+from memories.files import UTF8_BOM, FileTooLarge, NotRegularFile, read_regular_file
 from memories.limits import MAX_BODY_BYTES, MAX_TITLE_BYTES, body_too_large
 from memories.logs import log_failure
 from memories.rag.notes import front_matter_tags, note_title, truncate_utf8
@@ -67,7 +67,6 @@ _MAGIC = (
     (b"\xfd7zXZ\x00", "an XZ archive"),
     (b"\xd0\xcf\x11\xe0", "an old Office document"),
 )
-_BOM = b"\xef\xbb\xbf"
 
 
 @dataclass(frozen=True)
@@ -329,13 +328,13 @@ def _read_note(candidate: _Candidate, title: str | None) -> _Note:
     suffix = path.suffix.lower()
     if suffix in _BINARY_SUFFIXES:
         raise _unsupported(path, f"a {suffix} file is not text")
-    data = _read_regular_file(path, MAX_BODY_BYTES + len(_BOM))
+    data = _read_regular_file(path, MAX_BODY_BYTES + len(UTF8_BOM))
     for magic, what in _MAGIC:
         if data.startswith(magic):
             raise _unsupported(path, f"it is {what}")
     if b"\x00" in data:
         raise _unsupported(path, "it contains NUL bytes")
-    data = data.removeprefix(_BOM)
+    data = data.removeprefix(UTF8_BOM)
     if len(data) > MAX_BODY_BYTES:
         raise body_too_large(str(path), len(data))
     try:
