@@ -2,7 +2,7 @@
 
 Matching happens on a normalized copy of the text; what users see points into the original::
 
-    original ─ NFKC + casefold, per character and its combining marks ─▶ folded
+    original ─ NFKC + casefold, per character and its combining marks, format characters dropped ─▶ folded
     folded   ─ OpenCC tw2sp (phrase level, Taiwan → Simplified) on runs of Han characters ─▶ normalized
     origin[i] = the original code point index that normalized character i came from, plus an end sentinel
 
@@ -91,7 +91,8 @@ class AnalyzedQuery(msgspec.Struct, frozen=True):
 
 
 def normalize(text: str) -> Normalized:
-    """Fold ``text`` for matching: NFKC and ``casefold()``, then Traditional → Simplified Chinese.
+    """Fold ``text`` for matching: NFKC and ``casefold()`` without format characters (``infor\u00admation`` →
+    ``information``), then Traditional → Simplified Chinese.
 
     NFKC and case folding apply to each character together with its combining marks, so one unit of the
     original maps to a known run of the result. Script folding uses OpenCC's ``tw2sp`` (phrase level: 資料庫 →
@@ -303,8 +304,11 @@ def _fold_units(text: str, start: int, end: int, pieces: list[str], origin: list
 
 @functools.lru_cache(maxsize=4096)
 def _fold_unit(unit: str) -> str:
-    """NFKC, then ``casefold()``, of one character with its combining marks; lone surrogates become U+FFFD."""
-    return _SURROGATE.sub("\ufffd", unicodedata.normalize("NFKC", unit).casefold())
+    """NFKC, then ``casefold()``, of one character with its combining marks, without format characters (Unicode
+    category Cf: soft hyphen, zero-width space and joiners, bidirectional marks, BOM), which are invisible and
+    would split a word, as NFKC_Casefold drops default ignorables; lone surrogates become U+FFFD."""
+    folded = unicodedata.normalize("NFKC", unit).casefold()
+    return _SURROGATE.sub("\ufffd", "".join(char for char in folded if unicodedata.category(char) != "Cf"))
 
 
 def _fold_script(text: str, origin: Sequence[int]) -> Normalized:
