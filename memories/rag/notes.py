@@ -28,7 +28,8 @@ _HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
 _SETEXT_UNDERLINE = re.compile(r"^ {0,3}(?:=+|-+)[ \t]*$")
 _NOT_PARAGRAPH = re.compile(r"^ {0,3}(?:[-*+>]|\d{1,9}[.)])(?:[ \t]|$)|^(?: {4}|\t)")  # list, quote, indented code
 _FENCE = re.compile(r"^ {0,3}(```|~~~)")
-_FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.DOTALL)
+# The block may be empty: Jekyll marks a page without variables with two ``---`` lines.
+_FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(?:(.*?)\r?\n)?(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.DOTALL)
 
 
 def note_title(text: str) -> str | None:
@@ -84,7 +85,7 @@ def note_chunks(text: str) -> list[Chunk]:
 
 def front_matter_end(text: str) -> int:
     """The code point offset where the text after YAML front matter (``---`` … ``---`` or ``...`` at the very
-    start) begins; 0 without front matter."""
+    start, possibly with nothing between) begins; 0 without front matter."""
     match = _FRONT_MATTER.match(text)
     return match.end() if match else 0
 
@@ -98,7 +99,7 @@ def _front_matter(text: str) -> dict:
     ``RecursionError``. One typo in a note's header must not fail an ingest.
     """
     match = _FRONT_MATTER.match(text)
-    if not match:
+    if not match or match.group(1) is None:
         return {}
     try:
         data = yaml.safe_load(match.group(1))

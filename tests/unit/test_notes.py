@@ -8,7 +8,7 @@ import pytest
 
 from memories.rag import notes
 from memories.rag.chunking import chunk_text
-from memories.rag.notes import front_matter_end, front_matter_tags, note_title, truncate_utf8
+from memories.rag.notes import front_matter_end, front_matter_tags, note_chunks, note_title, truncate_utf8
 from memories.rag.vault_index import VaultIndex
 from memories.worker_protocol import IndexRecord
 
@@ -29,6 +29,8 @@ def test_doctests() -> None:
         ("---\ntitle: ''\n---\nSetext after empty title\n===\n", "Setext after empty title"),
         ("---\ntitle: [not, a, string]\n---\n# Heading\n", "Heading"),
         ("---\ntags: [a]\n---\n# After front matter\n", "After front matter"),
+        ("---\n---\n# After empty front matter\n", "After empty front matter"),  # Jekyll's page without variables
+        ("---\r\n---\r\n\r\nNo heading\r\n", None),
         ("text\n\n---\n\n# After a rule\n", "After a rule"),  # a rule after a blank line is no Setext underline
         ("- item\n---\n# Real\n", "Real"),  # a list item is not a paragraph
         ("```\nfenced\n===\n# not this\n```\nOutside\n=======\n", "Outside"),
@@ -39,6 +41,14 @@ def test_doctests() -> None:
 )
 def test_note_title(text: str, title: str | None) -> None:
     assert note_title(text) == title
+
+
+def test_empty_front_matter_is_front_matter() -> None:
+    """Jekyll marks a page without variables with ``---`` twice: neither a snippet nor a Setext heading ``---``."""
+    body = "---\n---\n\nThe page."
+    assert front_matter_end(body) == len("---\n---\n")
+    assert [chunk.text for chunk in note_chunks(body)] == ["The page."]
+    assert front_matter_tags(body) == []
 
 
 def test_truncate_utf8_cuts_at_a_character_boundary() -> None:
