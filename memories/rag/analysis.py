@@ -183,7 +183,8 @@ def text_language(text: str) -> Language | None:
 
 
 def phrase_key(text: str) -> str:
-    """``text`` normalized for ``phrase`` matching: whitespace runs become one space, none beside Han.
+    """``text`` normalized for ``phrase`` matching: whitespace runs become one space, none beside Han, and
+    typographic quotes and dashes (’ “ ” –) are the ASCII ones.
 
     A phrase query matches a chunk when its phrase is a substring of the chunk's key. Spaces next to Han
     characters are dropped on both sides because Chinese writing puts them there or not at will
@@ -400,9 +401,18 @@ def _cut_for_search(runs: list[str]) -> list[list[str]]:
     return [run.split(_WORD_SEPARATOR) for run in joined.split(_WORD_SEPARATOR + _RUN_SEPARATOR + _WORD_SEPARATOR)]
 
 
+_TYPOGRAPHIC = str.maketrans(
+    dict.fromkeys("\u2018\u2019\u201a\u201b\u2032", "'")
+    | dict.fromkeys("\u201c\u201d\u201e\u201f\u2033", '"')
+    | dict.fromkeys("\u2010\u2012\u2013\u2014\u2015\u2212", "-")
+)
+"""Quotes and dashes that smart punctuation (macOS, iOS, word processors) types for ``'``, ``"`` and ``-``, as
+those: a phrase typed one way finds the note written the other."""
+
+
 def _phrase(normalized: str) -> str:
     """The phrase key of an already normalized text (see :func:`phrase_key`)."""
-    collapsed = " ".join(normalized.split())
+    collapsed = " ".join(normalized.translate(_TYPOGRAPHIC).split())
     return _SPACE_BESIDE_HAN.sub("", collapsed) if _HAN_RUN.search(collapsed) else collapsed
 
 

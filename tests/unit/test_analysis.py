@@ -126,6 +126,14 @@ def test_phrase_key_collapses_whitespace_and_drops_it_beside_han() -> None:
     assert analyze_query("SSH   端口 转发").phrase == "ssh端口转发"
 
 
+def test_phrase_key_folds_typographic_quotes_and_dashes() -> None:
+    """macOS and iOS type ’ “ ” and – for ' " and - by default: a phrase typed either way finds the other."""
+    typed = phrase_key("Don\u2019t panic \u2014 it\u2018s \u201cquoted\u201d, co\u2013operate")
+    plain = "Don't panic - it's \"quoted\", co-operate"
+    assert typed == phrase_key(plain) == plain.lower()
+    assert analyze_query("“quoted”").phrase == '"quoted"'
+
+
 def test_highlight_spans_point_into_the_original() -> None:
     text = "先看 ＳＱＬ 的記憶體與資料庫，再看 because use。"
     terms = analyze_query("sql 内存 数据库 use").terms
