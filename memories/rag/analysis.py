@@ -309,7 +309,28 @@ def _fold_unit(unit: str) -> str:
     category Cf: soft hyphen, zero-width space and joiners, bidirectional marks, BOM), which are invisible and
     would split a word, as NFKC_Casefold drops default ignorables; lone surrogates become U+FFFD."""
     folded = unicodedata.normalize("NFKC", unit).casefold()
-    return _SURROGATE.sub("\ufffd", "".join(char for char in folded if unicodedata.category(char) != "Cf"))
+    visible = "".join(char for char in folded if unicodedata.category(char) != "Cf")
+    return _SURROGATE.sub("\ufffd", _without_latin_marks(visible))
+
+
+def _without_latin_marks(text: str) -> str:
+    """``text`` without the combining marks of Latin letters (``é`` → ``e``, ``i̇`` → ``i``), recomposed; other
+    scripts keep theirs (``й``, ``が``). SQLite FTS5's default tokenizer folds the same way (remove_diacritics), so
+    ``cafe`` finds ``café`` as users of FTS5-based note search expect.
+
+    >>> _without_latin_marks("résumé ǰ й")
+    'resume j й'
+    """
+    decomposed = unicodedata.normalize("NFD", text)
+    kept: list[str] = []
+    base = ""
+    for char in decomposed:
+        if not unicodedata.combining(char):
+            base = char
+        elif base and unicodedata.name(base, "").startswith("LATIN "):
+            continue
+        kept.append(char)
+    return text if len(kept) == len(decomposed) else unicodedata.normalize("NFC", "".join(kept))
 
 
 def _fold_script(text: str, origin: Sequence[int]) -> Normalized:
