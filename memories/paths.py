@@ -118,8 +118,13 @@ def ensure_private_dir(path: str) -> None:
         if stat.S_ISLNK(info.st_mode) or info.st_uid != os.getuid():
             raise MemoriesError("invalid_argument", f"{path} is a link or belongs to another user; refusing to use it")
         os.chmod(path, 0o700)
-    except (FileExistsError, NotADirectoryError):
+    except FileExistsError:
         raise MemoriesError("invalid_argument", f"{path} exists and is not a folder") from None
+    except NotADirectoryError:  # a folder above it is a file: name that one, the path itself does not exist
+        blocker = os.path.abspath(path)
+        while not os.path.lexists(blocker):
+            blocker = os.path.dirname(blocker)
+        raise MemoriesError("invalid_argument", f"cannot create {path}: {blocker} is not a folder") from None
     except OSError as exc:
         raise MemoriesError("invalid_argument", f"cannot create {path}: {exc.strerror}") from None
 

@@ -7,7 +7,10 @@ import os
 import stat
 from pathlib import Path
 
-from memories.paths import make_folders, repair_model_folders, resolve_home
+import pytest
+
+from memories.errors import MemoriesError
+from memories.paths import ensure_private_dir, make_folders, repair_model_folders, resolve_home
 
 
 def _mode(path: Path) -> int:
@@ -47,3 +50,16 @@ def test_model_folders_without_their_search_bit_are_repaired(tmp_path: Path) -> 
 
 def test_nothing_to_repair_in_a_home_without_models(tmp_path: Path) -> None:
     assert repair_model_folders(resolve_home(str(tmp_path), None), None) == []
+
+
+def test_a_home_under_a_file_names_the_file(tmp_path: Path) -> None:
+    """``--home FILE/sub``: the message names the file in the way, not the folder that does not exist."""
+    blocker = tmp_path / "notes.txt"
+    blocker.write_text("x")
+    with pytest.raises(MemoriesError) as raised:
+        ensure_private_dir(str(blocker / "home"))
+    assert raised.value.code == "invalid_argument"
+    assert raised.value.message == f"cannot create {blocker / 'home'}: {blocker} is not a folder"
+    with pytest.raises(MemoriesError) as raised:
+        ensure_private_dir(str(blocker))
+    assert raised.value.message == f"{blocker} exists and is not a folder"
