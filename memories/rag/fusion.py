@@ -27,18 +27,27 @@ both top-100 lists scored nDCG@10 0.42 on FLORES and 0.05 on Tatoeba, where the 
    weight, each distinct query term weighted by its idf over the vault (:func:`coverage`; a term no chunk holds
    weighs most, a term in most chunks almost nothing). A chunk that shares a name or a stop word with a
    question but not what it asks about is not lexical evidence.
-2. *Language.* BM25 matches words, and a query's words cannot appear in a chunk written in another language
-   (:func:`comparable`: Han against Latin text; ``mixed`` text is comparable with both). When the vector arm
-   puts such a chunk first, the model has matched across languages, where BM25 is blind: the lexical list is
-   dropped and the vector order is kept. When the vector arm's first chunk is in the query's language, both
-   lists fuse as above.
+2. *Language: places BM25 cannot see.* BM25 matches words, and a query's words cannot appear in a chunk written
+   in another language (:func:`comparable`: Han against Latin text; ``mixed`` text is comparable with both).
+   Such a chunk keeps the place the vector ranking gave it, and the fused order of the comparable chunks
+   fills the places around it (:func:`_keep_places`). BM25 can neither lift a chunk of another language nor,
+   by lifting its own candidates over it, push it down: its absence from the BM25 list says nothing about it.
+   So a question answered in the other language ranks as in ``vector`` mode, whatever BM25 found, and among
+   the chunks the query's words can appear in, both rankings fuse as above.
 
-On FLORES (six directions between English, Simplified and Traditional Chinese) and Tatoeba (Chinese-English
-short sentences) these rules bring hybrid to within 0.005 of the better arm or above it. The floor is a share
-of the query, not a score of one set: FLORES gives the same figures from 0.3 to 0.5; on Tatoeba, lower floors
-let in same-language sentences that hold most of a short query's words (``我不知道``) when the vector arm's
-first chunk is a same-language one too, and 0.5 is the lowest floor that kept hybrid within 0.005 there.
-The tables: ``docs/search-quality.md``.
+Why places rather than scores: counting a missing BM25 rank as 0 (plain RRF) buries every chunk of another
+language under same-language chunks that share a few words (the ownership chapter's English version under an
+unrelated Traditional chapter that mentions 堆積, in the sample corpus); giving such a chunk its vector rank in
+the BM25 list too (imputation) lifts it over same-language chunks the vector arm ranked far above it (a Chinese
+README at vector rank 58 over an English one at 25). A place is the one thing the vector arm said about it.
+On a 701-query check of the sample corpus (each query a section heading; its note relevant, the note's
+translations also relevant) this rule took hybrid from 0.863 to 0.867 nDCG@10 and the reranked ``vector`` mode
+from 0.818 to 0.839; the tables, with the development sets, are in ``docs/search-quality.md``.
+
+The floor is a share of the query, not a score of one set: it decides only among chunks of the query's
+language since the place rule, and 0.5 ("half of what the query asks") sits in the middle of a flat stretch
+(the heading check gives 0.867 to 0.876 from 0.5 to 0.75, the ``queries.md`` checks 0.959 to 0.956); a higher
+floor only pays on queries that a note holds word for word, which headings are and questions are not.
 
 **The lightweight reranker** (R-35; not a learned model, :func:`rerank`) boosts candidates that contain the
 query's words::
@@ -50,17 +59,19 @@ query's words::
     score'   = score * boost   if score >= 0
                score / boost   if score <  0   (a cosine can be negative: the boost still moves it up)
 
-A chunk that is not comparable with the query (another language) cannot show the query's words either way, so
-it gets the benefit of the doubt: the largest boost given to any comparable candidate. Without that, every
-same-language chunk that shares a stop word would be lifted over the answer in the other language; the boost
-may reorder chunks the query's words can appear in, never overturn the vector arm across languages. Weighting by
-idf keeps shared stop words (``the``, ``的``) from counting as coverage.
+The reranker follows the place rule too: a chunk that is not :func:`comparable` with the query cannot show the
+query's words, so it keeps its place and the boosted comparable chunks are sorted around it. (It used to get
+the largest boost any comparable candidate got, "the benefit of the doubt": that lifted every chunk of another
+language over same-language chunks with partial coverage, which helped cross-language queries and hurt
+same-language ones: on the heading check's notes without translations, ``vector`` 0.852 with it, 0.876 with
+places.) Weighting by idf keeps shared stop words (``the``, ``的``) from counting as coverage.
 
 The boost is multiplicative so it is scale-free: it works the same on RRF scores (about 0.01-0.03) and on
 cosines (-1 … 1), and scaling every score by a constant never changes the order. With the default weights
 (0.5 and 0.25) the largest boost is 1.75x: enough to lift a chunk that holds every query term over one found at
 a similar rank without them, not enough to let lexical overlap alone beat a chunk both rankings put first
-(1/61 * 1.75 < 2/61). Scores stay higher-is-better.
+(1/61 * 1.75 < 2/61). Scores stay higher-is-better: a chunk kept in its place whose neighbour below now scores
+more takes that neighbour's score.
 
 **The query's own script** (:func:`prefer_script`). Script folding (Traditional → Simplified, ``rag.analysis``)
 makes a Traditional chunk match a Simplified query's words, and the reverse: the same guide in both scripts, or
@@ -91,6 +102,7 @@ themselves are left as they are: the model already prefers the query's script.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -216,15 +228,17 @@ def fuse(
     """Hybrid fusion of the BM25 ranking ``lexical`` and the cosine ranking ``vector`` (each best first).
 
     RRF (``k``) of the vector ranking and of the BM25 candidates that hold at least ``floor`` of the query's
-    weight (:func:`coverage`), in BM25 order. When the vector ranking's first chunk is not :func:`comparable`
-    with the query (the model puts a chunk of another language first), BM25, which cannot see into that
-    language, has no say: the vector order is kept. Reasons in the module docstring; ``[(document, score), ...]``
-    best first, ties as in :func:`reciprocal_rank_fusion` (lexical rank first).
+    weight (:func:`coverage`), in BM25 order; then each vector candidate that is not :func:`comparable` with the
+    query (another language) goes back to its place in the vector ranking (:func:`_keep_places`). Reasons in the
+    module docstring; ``[(document, score), ...]`` best first, ties as in :func:`reciprocal_rank_fusion` (lexical
+    rank first).
     """
-    if vector and not comparable(query, vector[0]):
-        lexical = []
     admitted = [candidate.document for candidate in lexical if coverage(query.weights, candidate.terms) >= floor]
-    return reciprocal_rank_fusion([admitted, [candidate.document for candidate in vector]], k)
+    fused = reciprocal_rank_fusion([admitted, [candidate.document for candidate in vector]], k)
+    places = {
+        position: candidate.document for position, candidate in enumerate(vector) if not comparable(query, candidate)
+    }
+    return _keep_places(places, fused)
 
 
 def rerank(
@@ -236,28 +250,68 @@ def rerank(
 ) -> list[tuple[Document, float]]:
     """Boost candidates by weighted lexical coverage and phrase match; ``[(document, score), ...]`` best first.
 
-    ``scored`` holds fused or cosine scores, higher is better. A chunk that is not :func:`comparable` with the
-    query (another language) cannot show the query's words, so it gets the benefit of the doubt: the largest
-    boost any comparable candidate got. Equal new scores keep the given order. Formula and reasons in the module
-    docstring.
+    ``scored`` holds fused or cosine scores, higher is better, best first. A chunk that is not :func:`comparable`
+    with the query (another language) cannot show the query's words: it keeps its place in ``scored`` and the
+    boosted others are sorted around it (:func:`_keep_places`). Equal new scores keep the given order. Formula
+    and reasons in the module docstring.
 
     Raises:
-        ValueError: a negative weight or a non-finite score.
+        ValueError: a negative weight, a non-finite score, or scores not best first.
     """
     if coverage_weight < 0 or phrase_weight < 0:
         raise ValueError("reranker weights must not be negative")
     if not all(math.isfinite(score) for _, score in scored):
         raise ValueError("candidate scores must be finite")
-    boosts = [
-        _boost(query, candidate, coverage_weight, phrase_weight) if comparable(query, candidate) else None
-        for candidate, _ in scored
-    ]
-    doubt = max((boost for boost in boosts if boost is not None), default=1.0)
-    result = [
-        (candidate.document, _scaled(score, doubt if boost is None else boost))
-        for (candidate, score), boost in zip(scored, boosts, strict=True)
-    ]
-    return sorted(result, key=lambda item: -item[1])
+    if any(later > earlier for (_, earlier), (_, later) in itertools.pairwise(scored)):
+        raise ValueError("candidates must come best first")
+    places: dict[int, Document] = {}
+    boosted: list[tuple[Document, float]] = []
+    for position, (candidate, score) in enumerate(scored):
+        if comparable(query, candidate):
+            boosted.append(
+                (candidate.document, _scaled(score, _boost(query, candidate, coverage_weight, phrase_weight)))
+            )
+        else:
+            places[position] = candidate.document
+            boosted.append((candidate.document, score))
+    return _keep_places(places, sorted(boosted, key=lambda item: -item[1]))
+
+
+def _keep_places(
+    places: Mapping[int, Document], ranked: Sequence[tuple[Document, float]]
+) -> list[tuple[Document, float]]:
+    """``ranked`` (``[(document, score), ...]``, best first) with each document of ``places`` moved to its index
+    there (0-based; a place past the end of the others comes after them, in order of places).
+
+    A placed document keeps its score unless that would break the order: it is raised to the score of the next
+    other document below it and lowered to the score of the document above it, so scores stay non-increasing.
+
+    >>> _keep_places({0: "zh"}, [("en1", 0.032), ("zh", 0.016), ("en2", 0.031)])
+    [('zh', 0.032), ('en1', 0.032), ('en2', 0.031)]
+    """
+    placed = set(places.values())
+    others = iter([item for item in ranked if item[0] not in placed])
+    score = dict(ranked)
+    order: list[Document] = []
+    for position, document in sorted(places.items()):
+        order.extend(document for document, _ in itertools.islice(others, max(position - len(order), 0)))
+        order.append(document)
+    order.extend(document for document, _ in others)
+    floors: list[float] = []  # per index, from the end: the score of the next document below that is not placed
+    below = -math.inf
+    for document in reversed(order):
+        floors.append(below)
+        if document not in placed:
+            below = score[document]
+    result: list[tuple[Document, float]] = []
+    for document, floor in zip(order, reversed(floors), strict=True):
+        value = score[document]
+        if document in placed:
+            value = max(value, floor)
+            if result:
+                value = min(value, result[-1][1])
+        result.append((document, value))
+    return result
 
 
 def _boost(query: QueryFacts, candidate: Candidate[Document], coverage_weight: float, phrase_weight: float) -> float:

@@ -11,10 +11,10 @@ R-34, R-35).
 Scores are higher-is-better in every mode: ``bm25`` gives ``-bm25()`` of FTS5 times ``1 - folded share / 3``
 (a chunk counts up to a third less for the query words it holds only through Traditional/Simplified folding);
 ``vector`` the cosine similarity in ``[-1, 1]``; ``hybrid`` the RRF value ``Σ 1/(60 + rank)`` over the two
-rankings (at most ``2/61``), where only BM25 chunks holding half of the query's idf weight take part, and none
-when the vector arm's first chunk is in another language than the query; the reranker multiplies a non-negative
-score by ``1 + 0.5·coverage + 0.25·phrase`` (rules and reasons in
-:mod:`memories.rag.fusion`). Hybrid fuses the best :data:`CANDIDATES` of each ranking; when one ranking is
+rankings (at most ``2/61``), where only BM25 chunks holding half of the query's idf weight take part, and a chunk
+in another language than the query keeps the place the vector ranking gave it; the reranker multiplies a
+non-negative score by ``1 + 0.5·coverage + 0.25·phrase`` and leaves chunks in another language in place (rules
+and reasons in :mod:`memories.rag.fusion`). Hybrid fuses the best :data:`CANDIDATES` of each ranking; when one ranking is
 empty the other's order is kept. Ties: BM25 by record id then byte offset; vector by the order of the chunks in
 the vault; RRF by best rank, then the BM25 rank.
 

@@ -141,6 +141,28 @@ def test_a_lexical_match_on_a_small_part_of_the_query_does_not_enter_hybrid(
     assert [hit["score"] for hit in hybrid] == pytest.approx([1 / (60 + r) for r in range(1, len(vector) + 1)])
 
 
+def test_chunks_in_another_language_keep_their_vector_places_in_hybrid(home: HomeDir, tiny_model: TinyModel) -> None:
+    _model_home(home, tiny_model)
+    _add_notes(home)
+    for title, body in [
+        ("所有權", "Rust 的所有權規則：每個值都有一個擁有者。"),
+        ("執行緒", "用 thread::spawn 建立執行緒。"),
+    ]:
+        home.ok("memory", "add", "notes", "--kind", "card", "--title", title, "--body", body)
+    # English words every English note holds, so BM25 lifts its own candidates; it cannot see the Chinese ones.
+    query = "ownership rules value owner"
+    args = ("rag", "search", "notes", query, "--limit", "100")
+    vector = [hit["title"] for hit in home.ok(*args, "--mode", "vector", "--no-rerank")["results"]]
+    places = {position: title for position, title in enumerate(vector) if title in {"所有權", "執行緒"}}
+    assert len(places) == 2
+    for flags in ((), ("--no-rerank",)):
+        for mode in ("hybrid", "vector"):
+            results = home.ok(*args, "--mode", mode, *flags)["results"]
+            assert {position: results[position]["title"] for position in places} == places, (mode, flags)
+            scores = [hit["score"] for hit in results]
+            assert scores == sorted(scores, reverse=True)
+
+
 def test_strict_match_modes_filter_vector_candidates(home: HomeDir, tiny_model: TinyModel) -> None:
     _model_home(home, tiny_model)
     _add_notes(home)

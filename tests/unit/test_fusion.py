@@ -139,7 +139,8 @@ def test_a_confidently_wrong_lexical_list_keeps_the_vector_answer_first() -> Non
     lexical = [Candidate(f"distractor{i}", {"nadal", "2019", "the", "in"}, language="latin") for i in range(5)]
     vector = _ranking("answer", language="han") + _ranking("distractor3", "distractor0", language="latin")
     fused = fuse(query, lexical, vector)
-    assert [document for document, _ in fused] == ["answer", "distractor3", "distractor0"]
+    # The answer keeps its place; BM25 reorders only the chunks the query's words can appear in.
+    assert [document for document, _ in fused][:3] == ["answer", "distractor0", "distractor3"]
     candidates = {c.document: c for c in [*lexical, *vector]}
     reranked = rerank(query, [(candidates[document], score) for document, score in fused])
     assert reranked[0][0] == "answer"
@@ -178,13 +179,58 @@ def test_lexical_candidates_enter_by_weighted_coverage() -> None:
     assert fuse(query, lexical, [], floor=0.0)[0][0] == "stopword"
 
 
-def test_bm25_has_no_say_when_the_vector_arm_puts_another_language_first() -> None:
-    query = _facts("ownership", language="latin")
-    lexical = [Candidate("en-note", {"ownership"}, language="latin")]
-    vector = _ranking("zh-note", language="han") + _ranking("en-note", language="latin")
-    assert [document for document, _ in fuse(query, lexical, vector)] == ["zh-note", "en-note"]
-    mixed_first = _ranking("zh-note", language="mixed") + _ranking("en-note", language="latin")
-    assert fuse(query, lexical, mixed_first)[0][0] == "en-note"  # both rankings hold it
+def test_chunks_of_another_language_keep_the_places_the_vector_arm_gave_them() -> None:
+    # An English question over a vault that holds the answer in Chinese (vector rank 2) and English notes that
+    # share its words: BM25 lifts its own candidates but neither lifts nor buries the Chinese chunks.
+    query = _facts("ownership", "rules", language="latin")
+    lexical = [Candidate(name, {"ownership", "rules"}, language="latin") for name in ["en-a", "en-b", "en-c"]]
+    vector = [
+        Candidate("en-x", set(), language="latin"),
+        Candidate("zh-answer", set(), language="han"),
+        Candidate("en-c", {"ownership", "rules"}, language="latin"),
+        Candidate("zh-other", set(), language="han"),
+        Candidate("mixed", {"ownership"}, language="mixed"),
+    ]
+    fused = fuse(query, lexical, vector)
+    assert [document for document, _ in fused] == ["en-c", "zh-answer", "en-a", "zh-other", "en-x", "en-b", "mixed"]
+    scores = [score for _, score in fused]
+    assert scores == sorted(scores, reverse=True)
+    assert dict(fused)["zh-answer"] == pytest.approx(1 / 61)  # raised from 1/62 to the score of en-a below it
+    # With the vector arm's first chunk in another language, that chunk stays first.
+    assert fuse(query, lexical, [vector[1], *vector[2:]])[0][0] == "zh-answer"
+
+
+@given(
+    query_strategy := st.builds(
+        QueryFacts,
+        weights=st.dictionaries(st.sampled_from(["a", "b", "c", "d"]), st.floats(1e-6, 10), max_size=4),
+        phrase=st.sampled_from(["", "a b", "c"]),
+        language=st.sampled_from([None, "han", "latin", "mixed"]),
+    ),
+    st.lists(documents, unique=True, max_size=10),
+    st.lists(documents, unique=True, max_size=10),
+    st.dictionaries(documents, st.sampled_from([None, "han", "latin", "mixed"])),
+    st.dictionaries(documents, st.sets(st.sampled_from(["a", "b", "c", "d"]))),
+)
+def test_fusion_never_moves_a_chunk_of_another_language(
+    query: QueryFacts,
+    lexical_order: list[str],
+    vector_order: list[str],
+    languages: dict[str, str | None],
+    terms: dict[str, set[str]],
+) -> None:
+    def candidate(document: str) -> Candidate[str]:
+        return Candidate(document, terms.get(document, set()), language=languages.get(document))  # type: ignore[arg-type]
+
+    vector = [candidate(document) for document in vector_order]
+    fused = fuse(query, [candidate(document) for document in lexical_order], vector)
+    order = [document for document, _ in fused]
+    assert sorted(order) == sorted(set(vector_order) | {d for d in lexical_order if d in order})
+    for position, item in enumerate(vector):
+        if not fusion.comparable(query, item) and position < len(order):
+            assert order[position] == item.document
+    scores = [score for _, score in fused]
+    assert scores == sorted(scores, reverse=True)
 
 
 # --- Reranker --------------------------------------------------------------------------------------------------
@@ -203,19 +249,22 @@ def test_rerank_values_by_hand() -> None:
     assert result["phrase"] == pytest.approx(0.016 * (1 + fusion.COVERAGE_WEIGHT + fusion.PHRASE_WEIGHT))
 
 
-def test_rerank_gives_chunks_of_another_language_the_benefit_of_the_doubt() -> None:
+def test_rerank_keeps_chunks_of_another_language_in_place() -> None:
     query = _facts(weights={"ownership": 1.0, "rules": 1.0}, language="latin")
     scored = [
         (Candidate("zh-first", set(), language="han"), 0.030),
         (Candidate("en-weak", set(), language="latin"), 0.029),
+        (Candidate("zh-third", set(), language="han"), 0.0285),
         (Candidate("en-half", {"ownership"}, language="latin"), 0.028),
         (Candidate("mixed", {"ownership", "rules"}, language="mixed"), 0.020),
     ]
     result = rerank(query, scored)
-    assert [document for document, _ in result] == ["zh-first", "en-half", "mixed", "en-weak"]
-    best = 1 + fusion.COVERAGE_WEIGHT  # the mixed chunk holds every query term
-    assert dict(result)["zh-first"] == pytest.approx(0.030 * best)
+    assert [document for document, _ in result] == ["zh-first", "en-half", "zh-third", "mixed", "en-weak"]
     assert dict(result)["en-half"] == pytest.approx(0.028 * (1 + fusion.COVERAGE_WEIGHT / 2))
+    assert dict(result)["zh-first"] == dict(result)["en-half"]  # raised to the score of the chunk below it
+    assert dict(result)["zh-third"] == pytest.approx(0.020 * (1 + fusion.COVERAGE_WEIGHT))  # mixed's, below it
+    with pytest.raises(ValueError, match="best first"):
+        rerank(query, list(reversed(scored)))
 
 
 def test_rerank_moves_negative_cosines_up_too() -> None:
@@ -283,18 +332,13 @@ candidate_strategy = st.tuples(
     # Away from the subnormal range, where scaling by a power of two is no longer exact.
     st.floats(-1, 1).filter(lambda score: score == 0 or abs(score) > 1e-300),
 )
-query_strategy = st.builds(
-    QueryFacts,
-    weights=st.dictionaries(st.sampled_from(["a", "b", "c", "d"]), st.floats(1e-6, 10), max_size=4),
-    phrase=st.sampled_from(["", "a b", "c"]),
-    language=st.sampled_from([None, "han", "latin", "mixed"]),
-)
 
 
 @given(query_strategy, st.lists(candidate_strategy, max_size=8, unique_by=lambda item: item[0].document))
 def test_rerank_never_lowers_a_score_and_stays_sorted(
     query: QueryFacts, scored: list[tuple[Candidate[str], float]]
 ) -> None:
+    scored.sort(key=lambda item: -item[1])
     result = rerank(query, scored)
     original = {candidate.document: score for candidate, score in scored}
     assert sorted(document for document, _ in result) == sorted(original)
@@ -315,6 +359,7 @@ def test_rerank_is_scale_free(query: QueryFacts, scored: list[tuple[Candidate[st
 
     Powers of two scale floats exactly, so the comparison can be exact too.
     """
+    scored.sort(key=lambda item: -item[1])
     scaled = [(candidate, score * factor) for candidate, score in scored]
     expected = [(document, score * factor) for document, score in rerank(query, scored)]
     assert rerank(query, scaled) == expected
