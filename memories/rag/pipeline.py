@@ -13,10 +13,10 @@ Scores are higher-is-better in every mode: ``bm25`` gives ``-bm25()`` of FTS5 ti
 ``vector`` the cosine similarity in ``[-1, 1]``; ``hybrid`` the RRF value ``Σ 1/(60 + rank)`` over the two
 rankings (at most ``2/61``), where only BM25 chunks holding half of the query's idf weight take part, and a chunk
 in another language than the query keeps the place the vector ranking gave it; the reranker multiplies a
-non-negative score by ``1 + 0.5·coverage + 0.25·phrase`` and leaves chunks in another language in place (rules
-and reasons in :mod:`memories.rag.fusion`). Hybrid fuses the best :data:`CANDIDATES` of each ranking; when one ranking is
-empty the other's order is kept. Ties: BM25 by record id then byte offset; vector by the order of the chunks in
-the vault; RRF by best rank, then the BM25 rank.
+non-negative score by ``1 + 0.5·coverage + 0.25·phrase`` and leaves chunks in another language in place
+(rules and reasons in :mod:`memories.rag.fusion`). Hybrid fuses the best :data:`CANDIDATES` of each ranking;
+when one ranking is empty the other's order is kept. Ties: BM25 by record id then byte offset; vector by the
+order of the chunks in the vault; RRF by best rank, then the BM25 rank.
 
 Chunks reach the model as :func:`model_input` names them, by the embedding backend's recipe (for EmbeddingGemma,
 the model card's document prompt). With ``evidence`` (``rag ask``), only chunks that are evidence come back

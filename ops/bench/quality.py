@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m ops.bench.quality SET [--model-dir DIR] [--docs N] [--queries N] [--threads N] [--json]
+    python -m ops.bench.quality SET [--model-dir DIR] [--docs N] [--queries N] [--threads N] [--headings] [--json]
 
 ``SET`` is either a retrieval set folder (``corpus.jsonl`` ``{"id","title","text"}``, ``queries.jsonl``
 ``{"id","text"}``, ``qrels.tsv`` with a ``query_id doc_id relevance`` header, as in ``../shared/devsets``) or
@@ -27,8 +27,11 @@ What it does, as a user would:
 
    For a set, relevance comes from ``qrels.tsv`` (documents matched by file name); for ``queries.md`` the
    "expected top" note has relevance 2 and the "also relevant" ones 1, matched by ``source``.
-5. **Subsets**: the query-id prefix before ``-`` (a set's ``zht2zhs``) or the id's letter (``queries.md``'s
+5. **Subsets**: the query-id prefix before ``-`` (a set's ``zht2zhs``) or the id's letters (``queries.md``'s
    ``T``, ``S``, ``E``, ``M``), besides ``all``.
+   With ``--headings`` (the sample corpus only), the same index also answers the heading check of
+   :mod:`ops.bench.headings` (hundreds of section headings as queries, each note's translations also relevant),
+   reported as a second table with subsets ``HT``, ``HS``, ``HE`` and ``HN``.
 6. **Bare reference** on the same model, in this process: every document embedded whole with the model card's
    document prompt (``title: {title | "none"} | text: …``, the first :data:`~memories.config.RagConfig.max_tokens`
    tokens), every query with its query prompt, ranked by cosine; the same scoring. The product's ``vector`` row
@@ -66,6 +69,7 @@ from memories.models.telemetry import disable_telemetry_environment
 from memories.protocol import RagIndex, RagSearch, SearchReport
 from ops.bench.embed import build_tiny_model
 from ops.bench.harness import BenchHome, proportional_megabytes
+from ops.bench.headings import heading_queries
 from ops.corpus import load_notes, load_queries
 
 MODES: tuple[tuple[str, str, bool], ...] = (
@@ -100,7 +104,7 @@ class Query:
 
     @property
     def subset(self) -> str:
-        """``zht2zhs`` for ``zht2zhs-38``; ``T`` for ``T1``."""
+        """``zht2zhs`` for ``zht2zhs-38``; ``T`` for ``T1``; ``HT`` for ``HT12``."""
         return self.id.split("-", 1)[0] if "-" in self.id else self.id.rstrip("0123456789")
 
 
@@ -225,6 +229,19 @@ def _bounded(benchmark: Benchmark, docs: int | None, queries: int | None) -> Ben
     return benchmark
 
 
+def headings_check(corpus: Benchmark, queries: int | None = None) -> Benchmark:
+    """The heading check (:mod:`ops.bench.headings`) over the sample corpus ``corpus``, ids prefixed ``H``; the
+    first ``queries`` only when given.
+
+    Raises:
+        ValueError: ``corpus`` is a retrieval set, not the sample corpus.
+    """
+    if corpus.folder is None:
+        raise ValueError("--headings applies to the sample corpus, not to a retrieval set")
+    kept = [Query("H" + query.id, query.text, query.relevance) for query in heading_queries(corpus.folder)]
+    return Benchmark(f"{corpus.name} headings", corpus.documents, kept[:queries], folder=corpus.folder)
+
+
 def write_files(documents: Sequence[Document], folder: Path) -> None:
     """Each document as ``<id>.md``: the text alone when untitled, else ``# title``, a blank line, the text."""
     for document in documents:
@@ -232,8 +249,11 @@ def write_files(documents: Sequence[Document], folder: Path) -> None:
         (folder / f"{document.id}.md").write_text(body, encoding="utf-8")
 
 
-def run_product(benchmark: Benchmark, model_dir: Path, threads: int) -> tuple[dict[str, Scores], dict[str, Any]]:
-    """Ingest, index and search through a daemon; per-row scores and what the index held."""
+def run_product(
+    benchmark: Benchmark, model_dir: Path, threads: int, queries: Sequence[Query] | None = None
+) -> tuple[dict[str, Scores], dict[str, Any]]:
+    """Ingest, index and search through a daemon (``queries``, default the benchmark's); per-row scores and what
+    the index held."""
     config = (
         f"[daemon]\njob_budget_seconds = 86400\n[rag]\nlocal_model_dir = '{model_dir}'\nlocal_threads = {threads}\n"
     )
@@ -258,7 +278,7 @@ def run_product(benchmark: Benchmark, model_dir: Path, threads: int) -> tuple[di
             raise RuntimeError(f"rag index left {status['missing']} chunks without a vector")
         to_id = _source_to_id(benchmark)
         rows = {label: Scores() for label, _, _ in MODES}
-        for query in benchmark.queries:
+        for query in benchmark.queries if queries is None else queries:
             for label, mode, no_rerank in MODES:
                 request = RagSearch(vault="bench", query=query.text, mode=mode, limit=LIMIT, no_rerank=no_rerank)
                 started = time.perf_counter()
@@ -285,21 +305,22 @@ def _source_to_id(benchmark: Benchmark) -> Any:
     return lambda source: source.removesuffix(".md")
 
 
-def run_bare(benchmark: Benchmark, model_dir: Path, threads: int) -> Scores:
-    """The bare vector reference: whole documents and queries with the model card's prompts, cosine ranking."""
+def run_bare(benchmark: Benchmark, model_dir: Path, threads: int, queries: Sequence[Query] | None = None) -> Scores:
+    """The bare vector reference: whole documents and queries (default the benchmark's) with the model card's
+    prompts, cosine ranking."""
     from memories.models.local_onnx import LocalOnnxEmbedder
 
     defaults = RagConfig()
     embedder = LocalOnnxEmbedder(
         model_dir, threads=threads, max_tokens=defaults.max_tokens, batch_size=defaults.embed_batch_size
     )
+    asked = benchmark.queries if queries is None else queries
     inputs = [document_input(document.title or None, document.text) for document in benchmark.documents]
     documents = embedder.embed(inputs)
-    queries = embedder.embed([query_input(query.text) for query in benchmark.queries])
-    similarity = queries @ documents.T
+    similarity = embedder.embed([query_input(query.text) for query in asked]) @ documents.T
     ids = [document.id for document in benchmark.documents]
     scores = Scores()
-    for query, row in zip(benchmark.queries, similarity, strict=True):
+    for query, row in zip(asked, similarity, strict=True):
         order = np.argsort(-row, kind="stable")[:LIMIT]
         scores.add(query, [ids[position] for position in order])
     return scores
@@ -307,7 +328,8 @@ def run_bare(benchmark: Benchmark, model_dir: Path, threads: int) -> Scores:
 
 def report(benchmark: Benchmark, rows: dict[str, Scores]) -> dict[str, Any]:
     """``{"set", "queries", "subsets": {subset: {row: {metric: value}}}, "p50_ms": {row: ms}, "per_query": {row:
-    {query id: {"ndcg@10", "top"}}}}`` (``top``: the first three document ids)."""
+    {query id: {"ndcg@10", "top"}}}}`` (``top``: the first three document ids) over the benchmark's queries;
+    ``p50_ms`` is over every search of ``rows``."""
     subsets: dict[str, list[str]] = {"all": [query.id for query in benchmark.queries]}
     for query in benchmark.queries:
         subsets.setdefault(query.subset, []).append(query.id)
@@ -321,7 +343,7 @@ def report(benchmark: Benchmark, rows: dict[str, Scores]) -> dict[str, Any]:
         },
         "p50_ms": {label: statistics.median(scores.seconds) * 1000 for label, scores in rows.items() if scores.seconds},
         "per_query": {
-            label: {query: {"ndcg@10": scores.ndcg[query], "top": scores.top[query]} for query in scores.ndcg}
+            label: {query: {"ndcg@10": scores.ndcg[query], "top": scores.top[query]} for query in subsets["all"]}
             for label, scores in rows.items()
         },
     }
@@ -362,32 +384,48 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("set", type=Path, help="a retrieval set folder, or the sample corpus folder")
     parser.add_argument("--model-dir", type=Path, help="the model folder (default: build the tiny model)")
-    parser.add_argument("--docs", type=int, help="keep at most N documents (the kept queries' relevant ones first)")
-    parser.add_argument("--queries", type=int, help="keep the first N queries")
+    parser.add_argument(
+        "--docs", type=_positive, help="keep at most N documents (the kept queries' relevant ones first)"
+    )
+    parser.add_argument("--queries", type=_positive, help="keep the first N queries")
     parser.add_argument("--threads", type=int, default=min(DEFAULT_LOCAL_THREADS, cores))
     parser.add_argument("--no-bare", action="store_true", help="skip the bare vector reference")
+    parser.add_argument("--headings", action="store_true", help="also the heading check (the sample corpus only)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
     try:
         benchmark = load_set(args.set, docs=args.docs, queries=args.queries)
+        checks = [benchmark, *([headings_check(benchmark, args.queries)] if args.headings else [])]
     except (OSError, ValueError, KeyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    asked = [query for check in checks for query in check.queries]
     with tempfile.TemporaryDirectory(prefix="memories-bench-") as scratch:
         model_dir = args.model_dir or build_tiny_model(Path(scratch) / "tiny-model")
         try:
-            rows, held = run_product(benchmark, model_dir.resolve(), args.threads)
+            rows, held = run_product(benchmark, model_dir.resolve(), args.threads, asked)
             if not args.no_bare:
-                rows[BARE] = run_bare(benchmark, model_dir, args.threads)
+                rows[BARE] = run_bare(benchmark, model_dir, args.threads, asked)
         except MemoriesError as exc:
             print(f"error: {exc.code}: {exc}", file=sys.stderr)
             return 1
-    figures = report(benchmark, rows) | {
-        "model": str(args.model_dir) if args.model_dir else "tiny test model",
-        "index": held,
-    }
-    print(json.dumps(figures, indent=2, ensure_ascii=False) if args.json else markdown(figures))
+    model = str(args.model_dir) if args.model_dir else "tiny test model"
+    figures = [report(check, rows) | {"model": model, "index": held} for check in checks]
+    if args.json:
+        print(
+            json.dumps(figures[0] | ({"headings": figures[1]} if args.headings else {}), indent=2, ensure_ascii=False)
+        )
+    else:
+        print("\n\n".join(markdown(check) for check in figures))
     return 0
+
+
+def _positive(text: str) -> int:
+    """An argparse type: an integer of at least 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:

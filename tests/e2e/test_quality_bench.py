@@ -48,6 +48,53 @@ def test_quality_benchmark_runs_every_mode_and_the_bare_reference(
     assert set(figures["p50_ms"]) == {"bm25", "vector", "hybrid", "hybrid --no-rerank", "vector --no-rerank"}
 
 
+def _write_corpus(folder: Path) -> None:
+    notes = {
+        "book/en/ownership.md": ("en", "# Ownership\n\n## Ownership rules\n\nEach value has an owner.\n"),
+        "book/zh-tw/ownership.md": ("zh-Hant", "# 所有權\n\n## 所有權規則\n\n每個值都有一個擁有者。\n"),
+        "notes/git.md": ("en", "# Git\n\n## Split a subdirectory\n\nUse git subtree.\n\n## Summary\n\nDone.\n"),
+        "notes/sql.md": ("en", "# SQL\n\n## Summary\n\nPhantom reads.\n"),
+    }
+    rows = ["path\tsource\tlang"]
+    for path, (language, body) in notes.items():
+        (folder / path).parent.mkdir(parents=True, exist_ok=True)
+        (folder / path).write_text(body)
+        rows.append(f"{path}\t{path.split('/')[0]}\t{language}")
+    (folder / "MANIFEST.tsv").write_text("\n".join(rows) + "\n")
+    (folder / "queries.md").write_text(
+        "| # | query | expected top | also relevant | why |\n|---|---|---|---|---|\n"
+        "| E1 | owner of a value | book/en/ownership.md | book/zh-tw/ownership.md | the rules |\n"
+    )
+
+
+def test_the_sample_corpus_with_the_heading_check(
+    tmp_path: Path, tiny_model: TinyModel, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "corpus"
+    _write_corpus(folder)
+    status = quality.main([str(folder), "--model-dir", str(tiny_model.model_dir), "--headings", "--json"])
+    assert status == 0
+    figures = json.loads(capsys.readouterr().out)
+    assert (figures["queries"], figures["index"]["records"], list(figures["subsets"])) == (1, 4, ["all", "E"])
+    headings = figures["headings"]
+    # "Summary" heads two notes, so it is no query; the translated pair gives HE and HT, the git note HN.
+    assert set(headings["subsets"]) == {"all", "HE", "HT", "HN"} and headings["queries"] == 3
+    assert set(headings["per_query"]["bm25"]) == {"HE1", "HT2", "HN3"}
+    assert headings["subsets"]["HN"]["bm25"]["ndcg@10"] == 1.0
+
+
+def test_the_heading_check_applies_to_the_sample_corpus_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "set"
+    _write_set(folder)
+    assert quality.main([str(folder), "--headings"]) == 2
+    assert "sample corpus" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        quality.main([str(folder), "--queries", "0"])
+    assert exit_info.value.code == 2 and "at least 1" in capsys.readouterr().err
+
+
 def test_evidence_benchmark_reports_each_threshold_and_the_distributions(
     tmp_path: Path, tiny_model: TinyModel, capsys: pytest.CaptureFixture[str]
 ) -> None:
