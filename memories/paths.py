@@ -92,7 +92,14 @@ def _runtime_dir() -> str:
 
 
 def resolve_home(home: str | None, config: str | None) -> Home:
-    """Resolve the home and config path from options and the environment (nothing is created)."""
+    """Resolve the home and config path from options and the environment (nothing is created).
+
+    The default ``<home>/config.toml`` is optional; a ``config`` the caller names must exist, so a mistyped
+    ``--config`` is not silently the defaults.
+
+    Raises:
+        MemoriesError: ``invalid_config`` when ``config`` names nothing.
+    """
     if home is None:
         home = os.environ.get(HOME_ENV) or None
     if home is None:
@@ -100,7 +107,11 @@ def resolve_home(home: str | None, config: str | None) -> Home:
 
         home = str(platformdirs.user_data_path("memories"))
     root = os.path.realpath(os.path.expanduser(home))
-    config_path = os.path.realpath(os.path.expanduser(config)) if config else os.path.join(root, "config.toml")
+    if not config:
+        return Home(root, os.path.join(root, "config.toml"))
+    config_path = os.path.realpath(os.path.expanduser(config))
+    if not os.path.lexists(config_path):
+        raise MemoriesError("invalid_config", f"--config names {config}, which does not exist")
     return Home(root, config_path)
 
 

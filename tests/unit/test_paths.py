@@ -63,3 +63,12 @@ def test_a_home_under_a_file_names_the_file(tmp_path: Path) -> None:
     with pytest.raises(MemoriesError) as raised:
         ensure_private_dir(str(blocker))
     assert raised.value.message == f"{blocker} exists and is not a folder"
+
+
+def test_a_config_file_named_must_exist_the_default_need_not(tmp_path: Path) -> None:
+    assert resolve_home(str(tmp_path), None).config_path == str(tmp_path.resolve() / "config.toml")
+    with pytest.raises(MemoriesError) as error:
+        resolve_home(str(tmp_path), str(tmp_path / "confg.toml"))
+    assert error.value.code == "invalid_config" and "confg.toml, which does not exist" in str(error.value)
+    (tmp_path / "config.toml").write_text("")
+    assert resolve_home(str(tmp_path), str(tmp_path / "config.toml")).config_path == str(tmp_path / "config.toml")
