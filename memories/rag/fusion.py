@@ -26,7 +26,9 @@ both top-100 lists scored nDCG@10 0.42 on FLORES and 0.05 on Tatoeba, where the 
 1. *Coverage.* A BM25 candidate enters only if it holds at least :data:`LEXICAL_FLOOR` (0.5) of the query's
    weight, each distinct query term weighted by its idf over the vault (:func:`coverage`; a term no chunk holds
    weighs most, a term in most chunks almost nothing). A chunk that shares a name or a stop word with a
-   question but not what it asks about is not lexical evidence.
+   question but not what it asks about is not lexical evidence. A chunk holds a Han term when it writes it,
+   however Jieba cut the chunk (:func:`held`, as match mode ``all`` counts it): ``人民银行`` in
+   ``中国人民银行发布通知``, ``发`` in ``开发``.
 2. *Language: places BM25 cannot see.* BM25 matches words, and a query's words cannot appear in a chunk written
    in another language (:func:`comparable`: Han against Latin text; ``mixed`` text is comparable with both).
    Such a chunk keeps the place the vector ranking gave it, and the fused order of the comparable chunks
@@ -108,6 +110,8 @@ from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Generic, TypeVar
+
+from memories.rag.analysis import is_han
 
 if TYPE_CHECKING:
     from memories.rag.analysis import Language
@@ -211,6 +215,22 @@ def coverage(weights: Mapping[str, float], terms: Collection[str]) -> float:
     return sum(weight for term, weight in weights.items() if term in terms) / total if total > 0 else 0.0
 
 
+def held(query: QueryFacts, candidate: Candidate[Document]) -> set[str]:
+    """The query terms the chunk holds: among its terms or, for a Han term, written in its text
+    (``candidate.phrase_key``, script-folded like the terms), however Jieba cut the chunk.
+
+    This is what match mode ``all`` counts (:mod:`memories.rag.lexical`): the chunk ``中国人民银行发布通知`` holds
+    ``人民银行`` although Jieba cut it into ``中国人民银行`` and its dictionary sub-words, and ``开发`` holds ``发``.
+
+    >>> query = QueryFacts({"人民银行": 3.0, "银行": 1.0, "rust": 1.0})
+    >>> sorted(held(query, Candidate("c", {"银行"}, "中国人民银行发布")))
+    ['人民银行', '银行']
+    """
+    return {
+        term for term in query.weights if term in candidate.terms or (is_han(term) and term in candidate.phrase_key)
+    }
+
+
 def comparable(query: QueryFacts, candidate: Candidate[Document]) -> bool:
     """Whether the query's words could appear in the chunk: false only for a Han query and a Latin chunk or the
     reverse (``mixed`` or unknown languages are comparable with everything)."""
@@ -233,7 +253,7 @@ def fuse(
     module docstring; ``[(document, score), ...]`` best first, ties as in :func:`reciprocal_rank_fusion` (lexical
     rank first).
     """
-    admitted = [candidate.document for candidate in lexical if coverage(query.weights, candidate.terms) >= floor]
+    admitted = [candidate.document for candidate in lexical if coverage(query.weights, held(query, candidate)) >= floor]
     fused = reciprocal_rank_fusion([admitted, [candidate.document for candidate in vector]], k)
     places = {
         position: candidate.document for position, candidate in enumerate(vector) if not comparable(query, candidate)
@@ -316,7 +336,7 @@ def _keep_places(
 
 def _boost(query: QueryFacts, candidate: Candidate[Document], coverage_weight: float, phrase_weight: float) -> float:
     phrase = 1.0 if query.phrase and query.phrase in candidate.phrase_key else 0.0
-    written = coverage(query.weights, candidate.terms) * script_factor(query, candidate)
+    written = coverage(query.weights, held(query, candidate)) * script_factor(query, candidate)
     return 1.0 + coverage_weight * written + phrase_weight * phrase
 
 

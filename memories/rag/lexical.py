@@ -2,8 +2,9 @@
 
 Analyzed terms never reach FTS5 as text. Each distinct term gets a per-index id (``t0``, ``t1``, …) from a
 vocabulary; columns hold space-separated ids, split by FTS5's ``ascii`` tokenizer, and a query is a list of
-quoted ids joined by ``OR`` or ``AND``. A query term missing from the vocabulary matches nothing. Whatever a
-user types, FTS5 only ever parses ``"t12" OR "t40"``, so no user text can be FTS5 syntax (R-15).
+quoted ids joined by ``OR`` or ``AND``. A query term missing from the vocabulary matches nothing (single
+characters aside, below). Whatever a user types, FTS5 only ever parses ``"t12" OR "t40"``, so no user text can
+be FTS5 syntax (R-15).
 
 Match modes (R-14)::
 
@@ -19,6 +20,12 @@ Match modes (R-14)::
 ``人民银行``), while the query ``人民银行`` gives ``人民``, ``银行`` and ``人民银行``. Chinese has no word boundaries
 to respect, so a Han term that is written in the chunk is in it; Latin words stay whole words (``use`` is not in
 ``because``).
+
+A single Han character is a word of its own only where Jieba leaves it alone (``栈`` in ``栈与堆``), so a query
+of one character would miss every note that writes it inside a word (``发`` in ``开发``, ``发布``). When no chunk
+holds any query term, each single Han character of the query stands for the words of the vocabulary that
+contain it (at most :data:`MAX_EXPANSION`, those held by the most chunks), in every match mode. Only a query
+that would otherwise find nothing changes.
 
 Scores are ``-bm25(chunk_fts, 5.0, 1.0, 2.0)``: column weights title 5, body 1, metadata 2 (R-13), negated so
 higher is better. Ties rank by record id, then by byte offset, so equal scores always come out in one order.
@@ -120,6 +127,9 @@ _K1 = 1.2
 
 _MIN_IDF = 1e-6
 """``bm25()`` raises a negative idf (a term in more than half of the rows) to this."""
+
+MAX_EXPANSION = 64
+"""Most words a single Han character of a query stands for (the most held first; R-17's term limit)."""
 
 _FIRST_PASS_ROWS = 300
 """About how many chunks the first ranking pass scores; a speed knob only, results never depend on it."""
@@ -238,8 +248,20 @@ class LexicalIndex:
         return {rowid for (rowid,) in self._connection.execute(sql, parameters | {"essential": None})}
 
     def _term_ids(self, query: AnalyzedQuery) -> list[str]:
-        """Ids of the query terms in the vocabulary, in query order."""
-        return [self._vocabulary[term] for term in query.terms if term in self._vocabulary]
+        """Ids of the query terms some chunk holds, in query order; when there are none, the words that contain a
+        single Han character of the query (:meth:`_words_containing`), so ``发`` finds ``开发`` and ``发布``."""
+        held = [self._vocabulary[term] for term in query.terms if self._rows_with[self._vocabulary.get(term, "")]]
+        if held:
+            return held
+        characters = [term for term in query.terms if len(term) == 1 and is_han(term)]
+        return list(dict.fromkeys(term_id for character in characters for term_id in self._words_containing(character)))
+
+    def _words_containing(self, character: str) -> list[str]:
+        """Ids of the :data:`MAX_EXPANSION` words held by the most chunks that contain ``character``."""
+        words = [
+            term_id for term, term_id in self._vocabulary.items() if character in term and self._rows_with[term_id]
+        ]
+        return sorted(words, key=lambda term_id: -self._rows_with[term_id])[:MAX_EXPANSION]
 
     def _parameters(self, query: AnalyzedQuery, match_mode: MatchMode, cards_only: bool) -> dict[str, object] | None:
         """Bound parameters of :data:`_MATCHING` (except ``essential``) and its ``required`` SQL; ``None`` when

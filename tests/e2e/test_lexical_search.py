@@ -322,6 +322,15 @@ def test_all_does_not_depend_on_how_jieba_cuts_the_note(lab: Lab) -> None:
     assert bank not in lab.found("人民银行 quokka", match="all")
 
 
+def test_one_han_character_finds_the_notes_that_write_it_inside_a_word(lab: Lab) -> None:
+    # Jieba keeps 鳄鱼 whole, so no chunk holds 鳄 as a word: the query stands for the words that contain it.
+    crocodile = lab.add("modes seven", "鳄鱼的牙齿一生都会更换")
+    for match in ("any", "all", "phrase"):
+        assert lab.found("鳄", match=match) == [crocodile], match
+    assert lab.found("鱷") == [crocodile]  # Traditional, folded like every other query
+    assert lab.memory_found("鳄") == [crocodile]
+
+
 def test_the_querys_own_script_wins_a_tie_between_translations(lab: Lab) -> None:
     # The same guide in both scripts scores the same once Traditional is folded to Simplified; the twin in the
     # other script is still found (below other notes of this vault that write 数据库迁移 as the query does).

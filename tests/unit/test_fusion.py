@@ -179,6 +179,16 @@ def test_lexical_candidates_enter_by_weighted_coverage() -> None:
     assert fuse(query, lexical, [], floor=0.0)[0][0] == "stopword"
 
 
+def test_a_han_word_written_in_the_chunk_counts_whatever_jiebas_cut() -> None:
+    # The chunk was cut into 中国人民银行 and its sub-words; the query asks for 人民银行 (its rarest word).
+    query = _facts(weights={"人民银行": 4.0, "人民": 1.0, "银行": 1.0, "通知": 1.0}, language="han")
+    bank = Candidate("bank", {"中国人民银行", "人民", "银行", "发布"}, "中国人民银行发布", "han")
+    assert fusion.held(query, bank) == {"人民银行", "人民", "银行"}
+    assert [document for document, _ in fuse(query, [bank], [])] == ["bank"]  # 6/7 of the weight, not 2/7
+    latin = Candidate("latin", {"rust"}, "rust 人民银行", "latin")
+    assert fusion.held(_facts("rust", "银", language="latin"), latin) == {"rust", "银"}
+
+
 def test_chunks_of_another_language_keep_the_places_the_vector_arm_gave_them() -> None:
     # An English question over a vault that holds the answer in Chinese (vector rank 2) and English notes that
     # share its words: BM25 lifts its own candidates but neither lifts nor buries the Chinese chunks.

@@ -443,3 +443,13 @@ def test_corpus_queries_rank_the_expected_note_in_the_top_3() -> None:
         ranked_records = list(dict.fromkeys(hit.row.record_id for hit in hits))
         ranks[query_id] = ranked_records.index(expected) + 1 if expected in ranked_records else None
     assert {query_id: rank for query_id, rank in ranks.items() if rank is None or rank > 3} == {}
+
+
+def test_a_single_han_character_no_chunk_holds_as_a_word_finds_the_words_that_contain_it() -> None:
+    index = _index({"dev": "软件开发的流程", "release": "发布新版本", "cat": "我的猫咪", "stack": "栈与堆"})
+    assert set(_found(index, "发")) == {"dev", "release"}
+    assert _found(index, "发", "phrase") and set(_found(index, "发", "all")) == {"dev", "release"}
+    assert _found(index, "猫") == ["cat"]
+    assert _found(index, "栈") == ["stack"]  # a word of its own here: no widening
+    assert _found(index, "栈 发") == ["stack"]  # a query term is held: only what it matches
+    assert _found(index, "鹿") == []  # no word holds it
