@@ -27,6 +27,10 @@ SOCKET_PATH_MAX = 107
 """Longest usable AF_UNIX path in bytes on Linux: ``sun_path`` is 108 bytes including the terminating NUL."""
 
 
+CONFIG_NAME = "config.toml"
+"""The config file's name in the home, read when no ``--config`` is given (optional)."""
+
+
 class Home:
     """A resolved home (absolute, symlinks resolved) and the config file the caller named; paths are ``str``."""
 
@@ -38,6 +42,11 @@ class Home:
 
     def __repr__(self) -> str:
         return f"Home({self.root!r}, {self.config_path!r})"
+
+    @property
+    def default_config_path(self) -> str:
+        """``<home>/config.toml``, the config when none is named (optional)."""
+        return os.path.join(self.root, CONFIG_NAME)
 
     @property
     def db_path(self) -> str:
@@ -108,7 +117,7 @@ def resolve_home(home: str | None, config: str | None) -> Home:
         home = str(platformdirs.user_data_path("memories"))
     root = os.path.realpath(os.path.expanduser(home))
     if not config:
-        return Home(root, os.path.join(root, "config.toml"))
+        return Home(root, os.path.join(root, CONFIG_NAME))
     config_path = os.path.realpath(os.path.expanduser(config))
     if not os.path.lexists(config_path):
         raise MemoriesError("invalid_config", f"--config names {config}, which does not exist")

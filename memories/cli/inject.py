@@ -72,7 +72,7 @@ class _Injector:
         home = session.home
         self.command = _executable()
         self.args = ["mcp", "serve"]
-        if home.config_path != os.path.join(home.root, "config.toml"):
+        if home.config_path != home.default_config_path:
             self.args += ["--config", home.config_path]
 
     def run(self, target: ClientTarget) -> dict[str, Any]:

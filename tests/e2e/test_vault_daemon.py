@@ -365,6 +365,16 @@ def test_missing_home_and_garbage_config(tmp_path: Path) -> None:
     missing = HomeDir(tmp_path / "does" / "not" / "exist")
     error = missing.fails("daemon_not_running", "memory", "list", "notes")
     assert str(missing.path) in error["message"]
+    error = missing.fails("invalid_config", "daemon", "start", "--config", str(tmp_path / "confg.toml"))
+    assert "confg.toml, which does not exist" in error["message"] and not missing.path.exists()
+
+    # <home>/config.toml is optional: a home without one starts with the defaults.
+    bare = HomeDir(tmp_path / "bare")
+    try:
+        assert bare.ok("daemon", "start")["pid"] and not bare.config.exists()
+        assert bare.status()["config"] == str(bare.config.resolve())
+    finally:
+        bare.stop()
 
     garbage = HomeDir(tmp_path / "garbage")
     garbage.path.mkdir()
