@@ -63,8 +63,11 @@ def merge_record(stored: dict[str, Node], incoming: Iterable[Node]) -> RecordMer
     revisions absent).
 
     An incoming revision is added once each of its parents is stored, added in this merge, or erased by a deletion
-    (so an edit made against a deleted record is kept); a revision a deletion erased is never added. The result
-    does not depend on the order of ``incoming``, nor on how a set of revisions is split between pulls.
+    (so an edit made against a deleted record is kept); a revision a deletion erased is never added. A deletion
+    never waits for the parents it erased itself: on a device that joins after a record was deleted, those
+    revisions never arrive (the push that carried the deletion removed their payloads), and the deletion is all
+    there is to keep. The result does not depend on the order of ``incoming``, nor on how a set of revisions is
+    split between pulls.
     """
     erased = erased_by(stored.values())
     pending = sorted(
@@ -77,7 +80,10 @@ def merge_record(stored: dict[str, Node], incoming: Iterable[Node]) -> RecordMer
         for node in pending:
             if node.id in added or (not node.deleted and node.id in erased):
                 continue
-            if all(parent in stored or parent in added or parent in erased for parent in node.parents):
+            if all(
+                parent in stored or parent in added or parent in erased or parent in node.deletes
+                for parent in node.parents
+            ):
                 added[node.id] = node
                 if node.deleted:
                     erased |= node.deletes

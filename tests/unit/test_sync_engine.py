@@ -143,6 +143,22 @@ def test_a_delete_stays_deleted_an_offline_edit_is_a_conflict_and_an_empty_folde
     assert b.pull().imported == 0 and b.ids() == {edited}
 
 
+def test_records_deleted_or_moved_before_a_pull_leave_nothing_waiting(pair: tuple[Device, Device, Path]) -> None:
+    """A deleted and a moved record whose revisions B never saw: B keeps their deletions, and `waiting` (revisions
+    whose parents have not arrived) is 0 on every pull, since the erased parents will never arrive."""
+    a, b, _ = pair
+    kept, gone, moved = a.add("kept"), a.add("doomed"), a.add("moving")
+    a.push()
+    elsewhere = a.vaults.create("elsewhere", False)
+    a.vaults.delete(a.vault(), gone)
+    a.vaults.move(a.vault(), moved, elsewhere)
+    a.push()
+    first = b.pull()
+    assert (first.imported, first.waiting, first.not_local) == (3, 0, 0) and b.ids() == {kept}
+    again = b.pull()
+    assert (again.imported, again.waiting, again.not_local) == (0, 0, 0) and b.ids() == {kept}
+
+
 def test_partial_files_wait_and_bad_payloads_are_listed_without_blocking_the_rest(
     pair: tuple[Device, Device, Path],
 ) -> None:

@@ -76,6 +76,21 @@ def test_a_revision_whose_parent_has_not_arrived_waits() -> None:
     assert merge_record(_store(first), [third, second]).heads == [third]
 
 
+def test_a_deletion_whose_erased_parents_never_arrive_is_kept_at_once() -> None:
+    """A device that joins after a record was deleted finds only the deletion: the push that carried it removed the
+    payloads of what it erased. The deletion is kept (nothing waits for parents that will never come), and a stale
+    copy of an erased revision that turns up later is dropped."""
+    first = _node()
+    second = _node(first)
+    deletion = _node(second, deletes=(first, second))
+    merged = merge_record({}, [deletion])
+    assert merged.add == [deletion] and merged.waiting == [] and is_deleted(merged.heads)
+    again = merge_record(_apply({}, merged), [second])
+    assert not again.changed and again.dropped == [second]
+    on_a_device_with_the_first = merge_record(_store(first), [deletion])
+    assert on_a_device_with_the_first.erase == {first.id} and on_a_device_with_the_first.heads == [deletion]
+
+
 def test_nothing_incoming_changes_nothing() -> None:
     first = _node()
     merged = merge_record(_store(first), [])
