@@ -8,13 +8,23 @@ input is removed. Listing never prints a body.
 from __future__ import annotations
 
 import datetime
+import shlex
 import sys
 from typing import BinaryIO, get_args
 
 import click
 
 from memories import protocol as p
-from memories.cli.output import Session, command, common_options, one_line, plain_decimal, printable, table
+from memories.cli.output import (
+    Session,
+    command,
+    common_options,
+    one_line,
+    plain_decimal,
+    printable,
+    printable_name,
+    table,
+)
 from memories.errors import MemoriesError
 from memories.files import UTF8_BOM, FileTooLarge, NotRegularFile, read_regular_file
 from memories.limits import MAX_BODY_BYTES, body_too_large, check_result_limit
@@ -162,21 +172,60 @@ def add(
     help="A revision number, or a revision id when several share it (default: the latest).",
 )
 def read(session: Session, vault_ref: str, record_id: str, revision: int | str | None) -> None:
-    """Print one revision of a record."""
+    """Print one revision of a record (of a record in conflict: the version shown, and the others' ids)."""
+    document, warnings = session.call(p.MemoryRead(vault=vault_ref, id=record_id, revision=revision))
+    session.emit(document, warnings, lambda d: show_record(vault_ref, d))
 
-    def human(document: dict) -> None:
-        updated = datetime.datetime.fromtimestamp(document["updated"]).isoformat(timespec="seconds")
-        click.echo(f"# {printable(document['title'])}")
-        click.echo(
-            f"id {document['id']}  revision {document['revision']}  {document['kind']}  "
-            f"{document['sensitivity']}  {updated}"
-        )
-        for key, value in sorted(document["meta"].items()):
-            click.echo(f"{key}: {printable(value)}")
-        click.echo()
-        click.echo(printable(document["body"], keep_lines=True))
 
-    session.emit(*session.call(p.MemoryRead(vault=vault_ref, id=record_id, revision=revision)), human)
+SHORT_REVISION = 16
+"""Hex digits of a revision id shown in text: unique in practice, and ``--revision`` takes any unique prefix of 8
+or more."""
+
+
+def show_record(vault_ref: str, document: dict) -> None:
+    """``memory read`` as text: title, id line, the conflict when there is one (:func:`conflict_lines`), metadata,
+    body."""
+    updated = datetime.datetime.fromtimestamp(document["updated"]).isoformat(timespec="seconds")
+    click.echo(f"# {printable(document['title'])}")
+    click.echo(
+        f"id {document['id']}  revision {document['revision']}  {document['kind']}  "
+        f"{document['sensitivity']}  {updated}"
+    )
+    for line in conflict_lines(vault_ref, document):
+        click.echo(line)
+    for key, value in sorted(document["meta"].items()):
+        click.echo(f"{key}: {printable(value)}")
+    click.echo()
+    click.echo(printable(document["body"], keep_lines=True))
+
+
+def conflict_lines(vault_ref: str, document: dict) -> list[str]:
+    """What text shows of a record in conflict (``document["conflict"]``, else nothing): that several versions
+    exist and how to resolve it, then each version's id: the one shown, a deletion, or the command that reads it.
+
+    A deletion is named only when it is certain: a deletion is never shown, so when the revision shown is one of
+    two heads and one head deletes the record, the other is the deletion."""
+    conflict = document["conflict"]
+    if conflict is None:
+        return []
+    heads, shown = conflict["revisions"], document["revision_id"]
+    deletion_known = conflict["deleted"] and shown in heads and len(heads) == 2
+    command = f"memories memory read {shlex.quote(vault_ref)} {document['id']} --revision"
+    lines = [
+        f"conflict: {len(heads)} versions, made on different devices; `memory update` resolves it "
+        "(`--revision ID` picks the version it starts from)"
+    ]
+    for revision_id in heads:
+        short = revision_id[:SHORT_REVISION]
+        if revision_id == shown:
+            lines.append(f"  {short}  shown here")
+        elif deletion_known:
+            lines.append(f"  {short}  deletes the record")
+        else:
+            lines.append(f"  {short}  {command} {short}")
+    if conflict["deleted"] and not deletion_known:
+        lines.append("  one of them deletes the record")
+    return [printable_name(line) for line in lines]
 
 
 @command(memory, name="list")
@@ -185,20 +234,25 @@ def read(session: Session, vault_ref: str, record_id: str, revision: int | str |
 def list_(session: Session, vault_ref: str, kind: p.RecordKind | None) -> None:
     """List records (titles only, never bodies)."""
 
-    def human(document: dict) -> None:
-        rows = [
-            [
-                r["id"],
-                str(r["revision"]),
-                r["kind"] or "?",
-                r["sensitivity"] or "?",
-                ("DAMAGED (integrity_error) " if r["damaged"] else "") + one_line(r["title"] or ""),
-            ]
-            for r in document["records"]
-        ]
-        table(rows, ["id", "rev", "kind", "sensitivity", "title"])
+    session.emit(*session.call(p.MemoryList(vault=vault_ref, kind=kind)), show_listing)
 
-    session.emit(*session.call(p.MemoryList(vault=vault_ref, kind=kind)), human)
+
+def show_listing(document: dict) -> None:
+    """``memory list`` as a table; a damaged record's title starts with ``DAMAGED (integrity_error)``, a record in
+    conflict's with ``CONFLICT`` (``memory read`` shows its versions)."""
+    rows = [
+        [
+            r["id"],
+            str(r["revision"]),
+            r["kind"] or "?",
+            r["sensitivity"] or "?",
+            ("DAMAGED (integrity_error) " if r["damaged"] else "")
+            + ("CONFLICT " if r["conflict"] else "")
+            + one_line(r["title"] or ""),
+        ]
+        for r in document["records"]
+    ]
+    table(rows, ["id", "rev", "kind", "sensitivity", "title"])
 
 
 @command(memory)

@@ -34,7 +34,7 @@ def _show(document: dict) -> None:
     click.echo(f"last push {_when(document['last_push'])} ({document['pushed']} written)")
     click.echo(f"last pull {_when(document['last_pull'])} ({document['imported']} imported)")
     for record_id in document["conflicts"]:
-        click.echo(f"conflict: record {record_id} (`memory read` shows both; `memory update` resolves it)")
+        click.echo(f"conflict: record {record_id} (`memory read` names its versions; `memory update` resolves it)")
     for bad in document["bad"]:
         state = "not complete yet" if bad["pending"] else "bad"
         click.echo(f"{state}: {printable_name(bad['file'])} ({bad['reason']})")

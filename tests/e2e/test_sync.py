@@ -87,6 +87,9 @@ def test_records_revisions_conflicts_and_deletions_travel_between_two_daemons(
     read = a.ok("memory", "read", "notes", shared)
     assert len(read["conflict"]["revisions"]) == 2 and read["conflict"]["deleted"] is False
     assert [r["conflict"] for r in a.ok("memory", "list", "notes")["records"] if r["id"] == shared] == [True]
+    shown = a.run("memory", "read", "notes", shared, json_output=False).stdout  # B's edit is named, whichever shows
+    assert "conflict: 2 versions" in shown and b_head[:16] in shown
+    assert "CONFLICT Shared" in a.run("memory", "list", "notes", json_output=False).stdout
     assert a.fails("ambiguous_revision", "memory", "read", "notes", shared, "--revision", "3")
     assert b.ok("sync", "pull", "notes")["conflicts"] == [shared]
     for home in (a, b):  # one note, not two, and the one head both devices choose (a sibling of the same depth)

@@ -9,9 +9,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import click
+import msgspec
+import pytest
 
+from memories import protocol as p
 from memories.cli import COMMANDS, cli
-from memories.cli.output import mebibytes, plain_decimal
+from memories.cli.memory import show_listing, show_record
+from memories.cli.output import mebibytes, plain_decimal, to_document
 from memories.errors import CODES
 
 REQUIREMENT_ID = re.compile(r"\bR-\d+")
@@ -70,3 +74,35 @@ def test_scores_print_as_plain_decimals() -> None:
 def test_sizes_print_in_mebibytes() -> None:
     assert mebibytes(210 * 2**20) == "210 MiB"
     assert mebibytes(4321) == "0.00412 MiB"
+
+
+def _record(conflict: p.Conflict | None, revision_id: str) -> dict:
+    view = p.RecordView(
+        id="0f3a9c2e", revision=2, revision_id=revision_id, kind="memory", sensitivity="general", title="Trip",
+        body="Sunday, edited on b", meta={}, created=0.0, updated=0.0, conflict=conflict,
+    )  # fmt: skip
+    return to_document(view)
+
+
+def test_a_record_in_conflict_says_so_in_text(capsys: pytest.CaptureFixture[str]) -> None:
+    """A sync conflict is visible without --json: `memory read` says which version it shows and how to read the
+    other one (which may be this device's own edit), `memory list` marks the record."""
+    shown, other = "a1" * 32, "b2" * 32
+    show_record("my notes", _record(p.Conflict(revisions=[shown, other], deleted=False), shown))
+    text = capsys.readouterr().out
+    assert "conflict: 2 versions, made on different devices; `memory update` resolves it" in text
+    assert f"  {shown[:16]}  shown here\n" in text
+    assert f"  {other[:16]}  memories memory read 'my notes' 0f3a9c2e --revision {other[:16]}\n" in text
+    assert text.index("conflict:") < text.index("Sunday, edited on b")
+
+    show_record("notes", _record(p.Conflict(revisions=[other, shown], deleted=True), shown))
+    assert f"  {other[:16]}  deletes the record\n" in capsys.readouterr().out
+    show_record("notes", _record(p.Conflict(revisions=[other, shown], deleted=True), "c3" * 32))  # --revision 1
+    assert "  one of them deletes the record\n" in capsys.readouterr().out
+    show_record("notes", _record(None, shown))
+    assert "conflict" not in capsys.readouterr().out
+
+    summary = p.RecordSummary(id="0f3a9c2e", revision=2, kind="memory", sensitivity="general", title="Trip")
+    show_listing(to_document(p.RecordListing(records=[msgspec.structs.replace(summary, conflict=True), summary])))
+    rows = capsys.readouterr().out.splitlines()
+    assert rows[1].endswith("  CONFLICT Trip") and rows[2].endswith("  Trip") and "CONFLICT" not in rows[2]
