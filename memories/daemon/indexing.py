@@ -94,24 +94,43 @@ class Indexing:
         return await self._jobs.run(job, lambda job: self.embed_missing(job, vault, space))
 
     def start_background(self, vault: VaultRow, space: w.VectorSpace) -> VaultJob:
-        """Embed the vault in the daemon's nursery, in budgeted rounds, with no client: each round that runs out of
-        budget asks for a fresh one, explicitly. Its outcome is visible in ``memories jobs``. The caller checked
-        the device-only policy."""
+        """Embed the vault in the daemon's nursery, in budgeted rounds, with no client (``rag index
+        --background``). Its outcome is visible in ``memories jobs``. The caller checked the device-only policy."""
+        return self._background(vault, lambda job: self._rounds(job, vault, space))
+
+    def start_reindex(self, vault: VaultRow) -> VaultJob:
+        """After a change no client waits for (a sync pull): bring the index worker's cache of the vault up to date
+        in the daemon's nursery, then embed what it lacks when the embedding backend can embed (the model is
+        installed, or ``[rag.embedding]`` is set); with neither, the BM25 index alone. Its outcome (also
+        ``model_invalid``, ``vault_too_large``) is visible in ``memories jobs``. The caller checked the
+        device-only policy (a device-only vault never syncs)."""
+
+        async def work(job: VaultJob) -> p.IndexReport | None:
+            await self._cache_sync.refresh(job, vault)
+            if not await self._backend.available():
+                return None
+            return await self._rounds(job, vault, await self._backend.space())
+
+        return self._background(vault, work)
+
+    def _background(self, vault: VaultRow, work: Callable[[VaultJob], Awaitable[Any]]) -> VaultJob:
+        """Run ``work`` as a background index job of ``vault``: in the daemon's nursery, with no client."""
         job = self._jobs.new_job("index", vault.id, vault.name, epoch_checked=False)
         job.background = True
-
-        async def rounds(job: VaultJob) -> p.IndexReport:
-            while True:
-                try:
-                    return await self.embed_missing(job, vault, space)
-                except MemoriesError as exc:
-                    if exc.code != "budget_exceeded":
-                        raise
-                    log.info("background index job %s: round over budget; starting another", job.id)
-                    job.fresh_round()
-
-        self._spawn(_run_in_background, self._jobs, job, rounds)
+        self._spawn(_run_in_background, self._jobs, job, work)
         return job
+
+    async def _rounds(self, job: VaultJob, vault: VaultRow, space: w.VectorSpace) -> p.IndexReport:
+        """:meth:`embed_missing` in budgeted rounds: each round that runs out of budget asks for a fresh one,
+        explicitly, until the vault is embedded, the job is cut or it fails otherwise."""
+        while True:
+            try:
+                return await self.embed_missing(job, vault, space)
+            except MemoriesError as exc:
+                if exc.code != "budget_exceeded":
+                    raise
+                log.info("background index job %s: round over budget; starting another", job.id)
+                job.fresh_round()
 
     async def embed_missing(self, job: VaultJob, vault: VaultRow, space: w.VectorSpace) -> p.IndexReport:
         """Embed every chunk of ``vault`` without a vector in ``space``, plan by plan (``backend.plan_size``

@@ -138,7 +138,6 @@ class Daemon:
             self.epochs,
             self.cache_sync,
             self.indexing,
-            self.embedding,
             config,
             Path(home.root),
             kill_after,

@@ -4,9 +4,9 @@ interval_seconds``).
 Push and pull are jobs (shown in ``memories jobs``); their file and store work runs in the store's thread
 (:class:`memories.sync.engine.Sync`). A pull that changed a vault bumps its epoch, which invalidates its cached
 index and makes the late results of jobs that started before it stale (they are dropped and run again; R-19,
-R-45), then starts a background index job with no client that brings the index and the embeddings up to date
-(:meth:`Indexing.start_background`; with no model installed the index is rebuilt by the next search). A pull that
-changed nothing bumps nothing and starts nothing.
+R-45), then starts a background index job with no client that brings the index up to date, and the embeddings
+when the embedding backend can embed (:meth:`Indexing.start_reindex`; with no model installed, the BM25 index
+alone). A pull that changed nothing bumps nothing and starts nothing.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import trio
 
 from memories import protocol as p
 from memories.config import Config
-from memories.daemon.backends import EmbeddingBackend
 from memories.daemon.cache_sync import CacheSync
 from memories.daemon.context import Handlers, RequestContext
 from memories.daemon.indexing import Indexing
@@ -39,7 +38,7 @@ class SyncRequests:
     Args:
         store: the store gate; jobs: the job queue; epochs: bumped by a pull that changed a vault;
         cache_sync: told which records such a pull changed (a chosen head may change at the same depth);
-        indexing: starts the background index job after such a pull; backend: its vector space;
+        indexing: starts the background index job after such a pull;
         config: ``[crypto]`` (the sync passphrase's cost) and ``[sync]``; home: the home folder;
         kill_after_payloads: test hooks only: the daemon kills itself after writing this many payloads.
     """
@@ -51,7 +50,6 @@ class SyncRequests:
         epochs: Epochs,
         cache_sync: CacheSync,
         indexing: Indexing,
-        backend: EmbeddingBackend,
         config: Config,
         home: Path,
         kill_after_payloads: int | None,
@@ -61,7 +59,6 @@ class SyncRequests:
         self._epochs = epochs
         self._cache_sync = cache_sync
         self._indexing = indexing
-        self._backend = backend
         self._config = config
         self._written = 0
         self._kill_after = kill_after_payloads
@@ -129,12 +126,7 @@ class SyncRequests:
         if changed:
             self._cache_sync.resend(vault, changed)
             self._epochs.bump(vault.id)
-            try:
-                space = await self._backend.space()
-            except MemoriesError as exc:  # no model: the next search rebuilds the index
-                log.info("no background indexing after a pull: %s", exc.code)
-            else:
-                self._indexing.start_background(vault, space)
+            self._indexing.start_reindex(vault)
         return state
 
     async def every_interval(self) -> None:
