@@ -136,15 +136,23 @@ def _running(home: Home, client: Client) -> p.DaemonStatus | None:
     return status
 
 
-def stop_daemon(home: Home) -> list[str]:
-    """Ask the daemon to stop and wait until its process is gone; returns warnings for the user.
+class Stopped:
+    """What ``daemon stop`` did: whether no daemon was running (then nothing was stopped: like ``daemon start``,
+    scripts may call it blindly, as ``systemctl stop`` of a stopped unit succeeds), and warnings for the user."""
+
+    __slots__ = ("already_stopped", "warnings")
+
+    def __init__(self, already_stopped: bool, warnings: list[str]) -> None:
+        self.already_stopped = already_stopped
+        self.warnings = warnings
+
+
+def stop_daemon(home: Home) -> Stopped:
+    """Ask the daemon to stop and wait until its process is gone; no daemon at all is success too.
 
     A daemon still alive :data:`STOP_TIMEOUT` seconds later (something kept it from finishing) is killed
     (SIGKILL): the store is crash-safe, and a daemon that holds the home's lock but no longer answers would block
     every later start.
-
-    Raises:
-        MemoriesError: ``daemon_not_running``.
     """
     client = Client(home)
     try:
@@ -156,18 +164,18 @@ def stop_daemon(home: Home) -> list[str]:
     if status is None:
         stuck = lock_holder(home)
         if stuck is None:
-            raise MemoriesError("daemon_not_running", f"no daemon is running for the home {home.root}")
+            return Stopped(already_stopped=True, warnings=[])
         _kill_group(stuck)  # it holds the home's lock but does not answer: nothing else can end it
-        return [f"the daemon (pid {stuck}) held the home's lock without answering and was killed"]
+        return Stopped(False, [f"the daemon (pid {stuck}) held the home's lock without answering and was killed"])
     with contextlib.suppress(MemoriesError):  # it may be gone before it answers; its pid tells
         client.request(p.Stop())
     deadline = time.monotonic() + STOP_TIMEOUT
     while time.monotonic() < deadline and _alive(status.pid):
         time.sleep(_POLL)
     if not _alive(status.pid):
-        return []
+        return Stopped(False, [])
     _kill_group(status.pid)
-    return [f"the daemon (pid {status.pid}) did not exit within {STOP_TIMEOUT:g} s and was killed"]
+    return Stopped(False, [f"the daemon (pid {status.pid}) did not exit within {STOP_TIMEOUT:g} s and was killed"])
 
 
 def lock_holder(home: Home) -> int | None:

@@ -65,11 +65,16 @@ def run(session: Session) -> None:
 
 @command(daemon)
 def stop(session: Session) -> None:
-    """Stop the daemon of this home (cancels its jobs)."""
+    """Stop the daemon of this home (cancels its jobs; exit 0 if none is running)."""
     from memories.launcher import stop_daemon
 
-    warnings = stop_daemon(session.home)
-    session.emit({"ok": True}, warnings, lambda d: click.echo("stopped"))
+    stopped = stop_daemon(session.home)
+    document = {"ok": True, "already_stopped": stopped.already_stopped}
+    session.emit(
+        document,
+        stopped.warnings,
+        lambda d: click.echo("not running; nothing was stopped" if d["already_stopped"] else "stopped"),
+    )
 
 
 @command(daemon)

@@ -429,6 +429,17 @@ def test_idle_auto_lock(home: HomeDir) -> None:
     vault.fails("vault_locked", "memory", "list", "notes")
 
 
+def test_daemon_stop_with_no_daemon_running_succeeds_and_says_so(home: HomeDir) -> None:
+    """Like `daemon start` of a running daemon, `daemon stop` of a stopped one exits 0 (as `systemctl stop` of a
+    stopped unit does), so scripts may call it either way; `already_stopped` tells the two apart."""
+    assert home.ok("daemon", "stop") == {"ok": True, "already_stopped": True}
+    home.start()
+    assert home.ok("daemon", "stop") == {"ok": True, "already_stopped": False}
+    again = home.run("daemon", "stop", json_output=False)
+    assert (again.code, again.stdout, again.stderr) == (0, "not running; nothing was stopped\n", "")
+    home.fails("daemon_not_running", "daemon", "status")
+
+
 def test_a_second_daemon_for_the_same_home_is_refused(vault: HomeDir, tmp_path: Path) -> None:
     pid = vault.status()["pid"]
     again = vault.ok("daemon", "start")  # scripts and service units call it blindly
