@@ -32,7 +32,13 @@ def _show_status(document: dict) -> None:
         click.echo("restart   needed (settings on disk differ from the running ones)")
     table(
         [
-            [w["name"], str(w["pid"]), w["state"], str(w["restarts"]), _CORE_DUMPS[w.get("dumpable")]]
+            [
+                w["name"],
+                "-" if w["pid"] is None else str(w["pid"]),  # no process yet: starting, or between restarts
+                w["state"],
+                str(w["restarts"]),
+                _CORE_DUMPS[w.get("dumpable")],
+            ]
             for w in document["workers"]
         ],
         ["worker", "pid", "state", "restarts", "core dumps"],

@@ -14,6 +14,7 @@ import pytest
 
 from memories import protocol as p
 from memories.cli import COMMANDS, cli
+from memories.cli.daemon import _show_status
 from memories.cli.memory import show_listing, show_record
 from memories.cli.output import mebibytes, plain_decimal, to_document
 from memories.errors import CODES
@@ -106,3 +107,21 @@ def test_a_record_in_conflict_says_so_in_text(capsys: pytest.CaptureFixture[str]
     show_listing(to_document(p.RecordListing(records=[msgspec.structs.replace(summary, conflict=True), summary])))
     rows = capsys.readouterr().out.splitlines()
     assert rows[1].endswith("  CONFLICT Trip") and rows[2].endswith("  Trip") and "CONFLICT" not in rows[2]
+
+
+def test_daemon_status_shows_a_dash_for_a_worker_with_no_process_yet(capsys: pytest.CaptureFixture[str]) -> None:
+    """A worker still starting (as `daemon start` often shows them) has no pid yet: a dash, not `None`."""
+    status = p.DaemonStatus(
+        pid=4242, uptime=0.3, home="/h", config="/h/config.toml", config_digest="ab" * 32, restart_needed=False,
+        initialized=True, locked=True, queued_jobs=0, running_jobs=0, dropped_replies=0, dropped_results=0,
+        test_hooks=False, dumpable=False,
+        workers=[
+            p.WorkerInfo(name="index", pid=4243, state="ready", restarts=0, dumpable=False),
+            p.WorkerInfo(name="embedding", pid=None, state="starting", restarts=0),
+        ],
+    )  # fmt: skip
+    _show_status(to_document(status))
+    rows = capsys.readouterr().out.splitlines()
+    assert "None" not in "\n".join(rows)
+    assert rows[-1].split() == ["embedding", "-", "starting", "0", "?"]
+    assert rows[-2].split() == ["index", "4243", "ready", "0", "off"]
