@@ -81,7 +81,7 @@ CODES: dict[str, str] = {
     "upstream_error": "The remote service answered with an error that is not retried.",
     "download_timeout": "A model file did not finish within download_timeout_seconds.",
     # Generation and model endpoints
-    "generation_not_configured": "`rag ask` needs a [rag.generation] table in the daemon's config.toml.",
+    "generation_not_configured": "Answers (`rag ask`, MCP `memory_ask`) need [rag.generation] in the daemon's config.",
     "invalid_model_output": "The generation service's reply is not the JSON answer asked for (truncated, empty, "
     "blocked, malformed or citing labels it was not shown); it is not retried.",
     "device_only_vault": "The vault is device-only; its data may not go to a non-loopback model endpoint or a sync "

@@ -79,6 +79,11 @@ class Asking:
         """The requests this module answers."""
         return {p.RagAsk: self.ask}
 
+    @property
+    def configured(self) -> bool:
+        """``[rag.generation]`` is set; without it every ask fails with ``generation_not_configured``."""
+        return self._rag.generation is not None
+
     async def ask(self, request: p.RagAsk, ctx: RequestContext) -> p.AskReport:
         """Answer ``request.question`` from the vault (see the module docstring).
 
@@ -90,8 +95,8 @@ class Asking:
         if generation is None:
             raise MemoriesError(
                 "generation_not_configured",
-                f"`rag ask` needs a [rag.generation] table (protocol, url, model, api_key_env) in "
-                f"{self._config_path}; restart the daemon after adding it",
+                f"`rag ask` needs a [rag.generation] table (protocol, url and model; api_key_env too unless the url "
+                f"is a loopback address) in {self._config_path}; restart the daemon after adding it",
             )
         check_result_limit(request.limit)
         vault = await self._vault(request.vault, generation)

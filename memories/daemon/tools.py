@@ -37,6 +37,14 @@ _SCOPE: dict[type, p.GrantScope] = {
 }
 
 
+NO_GENERATION = (
+    "memory_ask needs a generation service, and the user has not configured one in Memories; use memory_retrieve "
+    "and answer from the chunks it returns, citing their labels"
+)
+"""What an AI client is told when ``[rag.generation]`` is missing: what it can do instead, in its own tools' names,
+and nothing of the user's machine (no config path, no CLI command)."""
+
+
 class Tools:
     """The daemon's side of ``memories mcp serve``.
 
@@ -124,6 +132,8 @@ class Tools:
             hits, omitted = fit_hits(report.results, _overhead(empty))
             return msgspec.structs.replace(empty, results=hits, truncated=omitted > 0, omitted=omitted)
         if isinstance(call, p.ToolAsk):
+            if not self._asking.configured:  # the owner's message names `rag ask` and the daemon's config file
+                raise MemoriesError("generation_not_configured", NO_GENERATION)
             answer = await self._asking.ask(
                 p.RagAsk(
                     vault=vault.id, question=call.question, mode=call.mode, limit=call.limit, cards_only=call.cards_only

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import trio
 
 from memories import protocol as p
@@ -46,3 +47,21 @@ async def test_a_vault_made_device_only_during_the_generation_drops_its_answer(t
             release.set()
 
         assert [error.code for error in outcome] == ["device_only_vault"] and len(calls) == 1
+
+
+async def test_without_generation_config_the_owner_and_an_ai_client_each_get_their_own_message(tmp_path: Path) -> None:
+    """The owner learns what to add where (api_key_env is optional for a loopback url, as the README says); an AI
+    client learns what to do instead, in its own tools' words, and nothing of the user's machine."""
+    async with running_middle(tmp_path) as middle:
+        with pytest.raises(MemoriesError) as owner:
+            await middle.ok(p.RagAsk(vault="notes", question="restic", mode="bm25"))
+        assert owner.value.code == "generation_not_configured"
+        assert "(protocol, url and model; api_key_env too unless the url is a loopback address)" in owner.value.message
+        assert str(tmp_path / "home" / "config.toml") in owner.value.message
+
+        grant = await middle.ok(p.GrantCreate(vault="notes", client="test", scope=["ask"], expires="1h"))
+        with pytest.raises(MemoriesError) as client:
+            await middle.ok(p.Granted(token=grant.token, call=p.ToolAsk(question="restic", mode="bm25")))
+        assert client.value.code == "generation_not_configured"
+        assert "memory_retrieve" in client.value.message
+        assert "rag ask" not in client.value.message and str(tmp_path) not in client.value.message
