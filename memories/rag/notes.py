@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime
 import re
+from collections.abc import Iterator
 
 import yaml
 
@@ -44,16 +45,28 @@ def note_title(text: str) -> str | None:
     return " ".join(heading.split()) if heading else None
 
 
-def _first_heading(text: str) -> str | None:
+def unfenced_lines(text: str) -> Iterator[str | None]:
+    """The lines of ``text`` (no line ends), with ``None`` for each line of a fenced code block (```` ``` ```` or
+    ``~~~``, fences included), so headings and paragraphs are only looked for outside code.
+
+    >>> list(unfenced_lines("a\\n```\\n# no\\n```\\nb"))
+    ['a', None, None, None, 'b']
+    """
     fence: str | None = None
-    paragraph: list[str] = []  # lines of the paragraph a Setext underline would make a heading
     for line in text.splitlines():
         marker = _FENCE.match(line)
         if marker:
             fence = None if fence == marker.group(1) else (fence or marker.group(1))
+            yield None
+        else:
+            yield None if fence is not None else line
+
+
+def _first_heading(text: str) -> str | None:
+    paragraph: list[str] = []  # lines of the paragraph a Setext underline would make a heading
+    for line in unfenced_lines(text):
+        if line is None:
             paragraph = []
-            continue
-        if fence is not None:
             continue
         heading = _HEADING.match(line)
         if heading and heading.group(1).strip():

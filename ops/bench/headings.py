@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from memories.rag.analysis import normalize
+from memories.rag.notes import unfenced_lines
 from ops.corpus import CORPUS, load_notes
 
 PER_TRANSLATED_NOTE = 6
@@ -42,7 +43,6 @@ LANGUAGE_MARKS = frozenset({"en", "zh", "cn", "tw", "hans", "hant", "translation
 """Path words that name a language or mark a translation (``zh-cn/``, ``_en.md``, ``edge-translation/``)."""
 
 _HEADING = re.compile(r"^ {0,3}#{2,4}[ \t]+(.+?)[ \t#]*$")
-_FENCE = re.compile(r"^ {0,3}(```|~~~)")
 _LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
 _MARKUP = re.compile(r"<[^>]+>|\{#[^}]*\}|[`*_]")
 _NUMBER = re.compile(r"^[\d.\s]+")
@@ -80,13 +80,8 @@ def headings(body: str) -> list[str]:
     ['The all mode', 'Ownership rules']
     """
     found: list[str] = []
-    fence: str | None = None
-    for line in body.splitlines():
-        marker = _FENCE.match(line)
-        if marker:
-            fence = None if fence == marker.group(1) else (fence or marker.group(1))
-            continue
-        heading = _HEADING.match(line) if fence is None else None
+    for line in unfenced_lines(body):
+        heading = _HEADING.match(line) if line is not None else None
         if heading:
             text = _NUMBER.sub("", _MARKUP.sub("", _LINK.sub(r"\1", heading.group(1))))
             found.append(" ".join(text.split()))
