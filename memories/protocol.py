@@ -18,8 +18,9 @@ from typing import Any, Literal, TypeVar
 
 import msgspec
 
-PROTOCOL_VERSION = 2
-"""2: the daemon sends :class:`Heartbeat` frames while a request runs."""
+PROTOCOL_VERSION = 3
+"""2: the daemon sends :class:`Heartbeat` frames while a request runs. 3: ``rag ask`` and ``memory_ask`` replies
+say ``answer_truncated`` (a client of 3 cannot read the replies of a daemon of 2: ``restart it`` says so)."""
 
 HEARTBEAT_SECONDS = 1.0
 """While a request runs the daemon sends a frame (progress or :class:`Heartbeat`) at least this often."""
