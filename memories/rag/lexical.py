@@ -250,7 +250,8 @@ class LexicalIndex:
     def _term_ids(self, query: AnalyzedQuery) -> list[str]:
         """Ids of the query terms some chunk holds, in query order; when there are none, the words that contain a
         single Han character of the query (:meth:`_words_containing`), so ``发`` finds ``开发`` and ``发布``."""
-        held = [self._vocabulary[term] for term in query.terms if self._rows_with[self._vocabulary.get(term, "")]]
+        ids = [self._vocabulary.get(term) for term in query.terms]
+        held = [term_id for term_id in ids if term_id is not None and self._rows_with[term_id]]
         if held:
             return held
         characters = [term for term in query.terms if len(term) == 1 and is_han(term)]

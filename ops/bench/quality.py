@@ -250,10 +250,10 @@ def write_files(documents: Sequence[Document], folder: Path) -> None:
 
 
 def run_product(
-    benchmark: Benchmark, model_dir: Path, threads: int, queries: Sequence[Query] | None = None
+    benchmark: Benchmark, model_dir: Path, threads: int, queries: Sequence[Query]
 ) -> tuple[dict[str, Scores], dict[str, Any]]:
-    """Ingest, index and search through a daemon (``queries``, default the benchmark's); per-row scores and what
-    the index held."""
+    """Ingest and index the benchmark's documents through a daemon and search ``queries`` (the benchmark's, and
+    the heading check's with ``--headings``); per-row scores and what the index held."""
     config = (
         f"[daemon]\njob_budget_seconds = 86400\n[rag]\nlocal_model_dir = '{model_dir}'\nlocal_threads = {threads}\n"
     )
@@ -278,7 +278,7 @@ def run_product(
             raise RuntimeError(f"rag index left {status['missing']} chunks without a vector")
         to_id = _source_to_id(benchmark)
         rows = {label: Scores() for label, _, _ in MODES}
-        for query in benchmark.queries if queries is None else queries:
+        for query in queries:
             for label, mode, no_rerank in MODES:
                 request = RagSearch(vault="bench", query=query.text, mode=mode, limit=LIMIT, no_rerank=no_rerank)
                 started = time.perf_counter()
@@ -305,22 +305,21 @@ def _source_to_id(benchmark: Benchmark) -> Any:
     return lambda source: source.removesuffix(".md")
 
 
-def run_bare(benchmark: Benchmark, model_dir: Path, threads: int, queries: Sequence[Query] | None = None) -> Scores:
-    """The bare vector reference: whole documents and queries (default the benchmark's) with the model card's
-    prompts, cosine ranking."""
+def run_bare(benchmark: Benchmark, model_dir: Path, threads: int, queries: Sequence[Query]) -> Scores:
+    """The bare vector reference: the benchmark's documents whole and ``queries``, with the model card's prompts,
+    cosine ranking."""
     from memories.models.local_onnx import LocalOnnxEmbedder
 
     defaults = RagConfig()
     embedder = LocalOnnxEmbedder(
         model_dir, threads=threads, max_tokens=defaults.max_tokens, batch_size=defaults.embed_batch_size
     )
-    asked = benchmark.queries if queries is None else queries
     inputs = [document_input(document.title or None, document.text) for document in benchmark.documents]
     documents = embedder.embed(inputs)
-    similarity = embedder.embed([query_input(query.text) for query in asked]) @ documents.T
+    similarity = embedder.embed([query_input(query.text) for query in queries]) @ documents.T
     ids = [document.id for document in benchmark.documents]
     scores = Scores()
-    for query, row in zip(asked, similarity, strict=True):
+    for query, row in zip(queries, similarity, strict=True):
         order = np.argsort(-row, kind="stable")[:LIMIT]
         scores.add(query, [ids[position] for position in order])
     return scores
