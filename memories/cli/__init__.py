@@ -80,7 +80,7 @@ def main() -> None:
 
 def _usage_error(exc: click.ClickException) -> None:
     """Report a click error in one line (and one JSON document with ``--json``), never click's four-line block."""
-    from memories.cli.output import printable_name
+    from memories.cli.terminal import escape
 
     missing = isinstance(exc, click.exceptions.NoArgsIsHelpError)  # its message is the group's whole help
     # Click lays some messages out on lines of their own ("Choose from:\n\ton,\n\toff"): one line here.
@@ -92,4 +92,4 @@ def _usage_error(exc: click.ClickException) -> None:
     if missing and ctx is not None:
         click.echo(ctx.get_help(), err=True)
     hint = f" (see `{ctx.command_path} --help`)" if ctx is not None and not missing else ""
-    click.echo(f"error: usage_error: {printable_name(message)}{hint}", err=True)
+    click.echo(f"error: usage_error: {escape(message)}{hint}", err=True)

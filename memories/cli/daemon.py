@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from memories import protocol as p
-from memories.cli.output import Session, command, common_options, printable_name, table, to_document
+from memories.cli.output import Session, command, common_options, table, to_document
 
 
 @click.group()
@@ -21,8 +21,8 @@ _CORE_DUMPS = {False: "off", True: "ON", None: "?"}
 def _show_status(document: dict) -> None:
     click.echo(f"pid       {document['pid']} (core dumps {_CORE_DUMPS[document.get('dumpable')]})")
     click.echo(f"uptime    {document['uptime']:.0f} s")
-    click.echo(f"home      {printable_name(document['home'])}")
-    click.echo(f"config    {printable_name(document['config'])} ({document['config_digest'][:12]})")
+    click.echo(f"home      {document['home']}")
+    click.echo(f"config    {document['config']} ({document['config_digest'][:12]})")
     if not document["initialized"]:
         click.echo("keys      not initialized (run `memories init`)")
     else:

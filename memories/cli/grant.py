@@ -12,7 +12,7 @@ from typing import get_args
 import click
 
 from memories import protocol as p
-from memories.cli.output import Session, command, common_options, printable, table
+from memories.cli.output import Session, command, common_options, table
 
 SCOPE_HELP = "Comma-separated tools: search, read, retrieve, ask (memory_search ... memory_ask)."
 EXPIRES_HELP = "30m, 12h, 7d, an ISO-8601 time or never (default: 30d)."
@@ -40,8 +40,8 @@ def _show_grants(document: dict) -> None:
     rows = [
         [
             g["id"],
-            printable(g["vault"]),
-            printable(g["client"]),
+            g["vault"],
+            g["client"],
             ",".join(g["scope"]),
             _when(g["created"]),
             _when(g["expires"]),
@@ -67,7 +67,7 @@ def create(session: Session, vault_ref: str, client: str, scope: str, expires: s
     """Create a grant and print its token once."""
 
     def human(document: dict) -> None:
-        click.echo(f"grant {document['id']} on {printable(document['vault'])} for {printable(document['client'])}")
+        click.echo(f"grant {document['id']} on {document['vault']} for {document['client']}")
         click.echo(f"scope {','.join(document['scope'])}, expires {_when(document['expires'])}")
         click.echo(f"token (shown once): {document['token']}")
 

@@ -21,7 +21,7 @@ import click
 
 from memories import protocol as p
 from memories.cli.grant import EXPIRES_HELP, SCOPE_HELP, parse_scope
-from memories.cli.output import Session, command, printable_name
+from memories.cli.output import Session, command
 from memories.client import RequestFailed
 from memories.clients import CLIENTS, SERVER_NAME, TOKEN_ENV, ClientTarget, target
 from memories.configfiles import json_entry, merge_json, merge_toml, read_config, toml_entry, write_config
@@ -124,19 +124,19 @@ class _Injector:
 
 
 def _show(document: dict) -> None:
-    """One line per client; paths and messages (which name paths) shown with control characters escaped."""
+    """One line per client (``document`` escaped already: paths and messages name paths)."""
     for row in document["clients"]:
         line = f"{row['client']}: {row['status']}"
         if row["status"] == "configured":
-            line += f" {printable_name(row['config'])} (grant {row['grant']})"
+            line += f" {row['config']} (grant {row['grant']})"
         if row.get("skill_status"):
             line += f"; skill {row['skill_status']}"
         click.echo(line)
         for key in ("note", "skill_note"):
             if row.get(key):
-                click.echo(f"  {printable_name(row[key])}")
+                click.echo(f"  {row[key]}")
         if row.get("error"):
-            click.echo(f"error: {row['error']['code']}: {printable_name(row['error']['message'])}", err=True)
+            click.echo(f"error: {row['error']['code']}: {row['error']['message']}", err=True)
 
 
 @command(None, name="inject")

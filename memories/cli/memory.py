@@ -21,10 +21,9 @@ from memories.cli.output import (
     common_options,
     one_line,
     plain_decimal,
-    printable,
-    printable_name,
     table,
 )
+from memories.cli.terminal import escape
 from memories.errors import MemoriesError
 from memories.files import UTF8_BOM, FileTooLarge, NotRegularFile, read_regular_file
 from memories.limits import MAX_BODY_BYTES, body_too_large, check_result_limit
@@ -174,7 +173,7 @@ def add(
 def read(session: Session, vault_ref: str, record_id: str, revision: int | str | None) -> None:
     """Print one revision of a record (of a record in conflict: the version shown, and the others' ids)."""
     document, warnings = session.call(p.MemoryRead(vault=vault_ref, id=record_id, revision=revision))
-    session.emit(document, warnings, lambda d: show_record(vault_ref, d))
+    session.emit(document, warnings, lambda d: show_record(vault_ref, d), lines=("body",))
 
 
 SHORT_REVISION = 16
@@ -183,10 +182,10 @@ or more."""
 
 
 def show_record(vault_ref: str, document: dict) -> None:
-    """``memory read`` as text: title, id line, the conflict when there is one (:func:`conflict_lines`), metadata,
-    body."""
+    """``memory read`` as text (``document`` escaped already): title, id line, the conflict when there is one
+    (:func:`conflict_lines`), metadata, body."""
     updated = datetime.datetime.fromtimestamp(document["updated"]).isoformat(timespec="seconds")
-    click.echo(f"# {printable(document['title'])}")
+    click.echo(f"# {document['title']}")
     click.echo(
         f"id {document['id']}  revision {document['revision']}  {document['kind']}  "
         f"{document['sensitivity']}  {updated}"
@@ -194,9 +193,9 @@ def show_record(vault_ref: str, document: dict) -> None:
     for line in conflict_lines(vault_ref, document):
         click.echo(line)
     for key, value in sorted(document["meta"].items()):
-        click.echo(f"{key}: {printable(value)}")
+        click.echo(f"{key}: {value}")
     click.echo()
-    click.echo(printable(document["body"], keep_lines=True))
+    click.echo(document["body"])
 
 
 def conflict_lines(vault_ref: str, document: dict) -> list[str]:
@@ -225,7 +224,7 @@ def conflict_lines(vault_ref: str, document: dict) -> list[str]:
             lines.append(f"  {short}  {command} {short}")
     if conflict["deleted"] and not deletion_known:
         lines.append("  one of them deletes the record")
-    return [printable_name(line) for line in lines]
+    return [escape(line) for line in lines]  # the vault as typed
 
 
 @command(memory, name="list")
@@ -328,4 +327,4 @@ def search(session: Session, vault_ref: str, query: str, limit: int) -> None:
                 click.echo(f"            [{chunk['label']}] {one_line(chunk['text'], 100)}")
 
     check_result_limit(limit)  # the daemon checks too; this fails early, and before a huge number is encoded
-    session.emit(*session.call(p.MemorySearch(vault=vault_ref, query=query, limit=limit)), human)
+    session.emit(*session.call(p.MemorySearch(vault=vault_ref, query=query, limit=limit)), human, lines=("text",))

@@ -4,7 +4,8 @@
   progress events as JSON lines on stderr (``{"event": "progress", "job_id", "done", "total", "unit"}``); a
   failure is ``{"error": {"code", "message", "details"}}`` on stdout.
 - Otherwise: text or a table on stdout, progress as a bar on stderr when it is a terminal, warnings as
-  ``warning: ...`` lines on stderr.
+  ``warning: ...`` lines on stderr. Every string from the daemon (the document, warnings, progress notes, error
+  messages) passes through :mod:`memories.cli.terminal`'s escaping first.
 - A failure always writes ``error: CODE: message`` on stderr and exits 1 (click's usage errors keep 2; partial
   runs exit 3).
 """
@@ -16,7 +17,7 @@ import math
 import os
 import sys
 import unicodedata
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -24,6 +25,7 @@ import click
 import msgspec
 
 from memories import protocol as p
+from memories.cli.terminal import escape, escape_document
 from memories.client import Client, RequestFailed
 from memories.errors import EXIT_ERROR, MemoriesError
 from memories.paths import Home, resolve_home
@@ -64,16 +66,25 @@ class Session:
                 reply = self.client.request(request, on_progress)
         return reply.document(), reply.warnings
 
-    def emit(self, document: Document, warnings: list[str], human: Callable[[Document], None]) -> None:
-        """Print a result: the JSON document, or ``human(document)`` and the warnings on stderr."""
+    def emit(
+        self,
+        document: Document,
+        warnings: list[str],
+        human: Callable[[Document], None],
+        *,
+        lines: Collection[str] = (),
+    ) -> None:
+        """Print a result: the JSON document, or ``human`` of the document with every string escaped
+        (:func:`~memories.cli.terminal.escape_document`; the values of the keys ``lines`` keep their newlines and
+        tabs) and the warnings on stderr."""
         if self.json:
             if warnings:
                 document = {**document, "warnings": warnings}
             _write_json(document)
         else:
-            human(document)
+            human(escape_document(document, lines))
             for warning in warnings:
-                click.echo(f"warning: {printable_name(warning)}", err=True)
+                click.echo(f"warning: {escape(warning)}", err=True)
 
     def fail(self, exc: MemoriesError) -> None:
         """Report a failure in both channels."""
@@ -88,8 +99,8 @@ class Session:
             _write_json(document)
         else:
             for warning in warnings:
-                click.echo(f"warning: {printable_name(warning)}", err=True)
-        click.echo(f"error: {exc.code}: {printable_name(exc.message)}", err=True)  # messages name files
+                click.echo(f"warning: {escape(warning)}", err=True)
+        click.echo(f"error: {escape(exc.code)}: {escape(exc.message)}", err=True)  # messages name files and records
 
     @contextmanager
     def _progress(self) -> Iterator[Callable[[p.Progress], None]]:
@@ -172,7 +183,7 @@ class _ProgressBar:
             self._progress.start()
             self._task = self._progress.add_task(event.unit, total=event.total)
         # A note (a retry and its wait) replaces the unit until the next plain event.
-        label = event.unit if event.note is None else f"{event.unit}: {printable_name(event.note)}"
+        label = event.unit if event.note is None else f"{event.unit}: {escape(event.note)}"
         self._progress.update(self._task, completed=event.done, total=event.total, description=label)
 
     def __exit__(self, *exc: object) -> None:
@@ -245,48 +256,14 @@ def display_width(text: str) -> int:
 
 
 def table(rows: list[list[str]], headers: list[str]) -> None:
-    """Print a plain aligned table (CJK-aware widths); cells are made :func:`printable_name`."""
+    """Print a plain aligned table (CJK-aware widths) of cells already escaped (:meth:`Session.emit` did)."""
     if not rows:
         click.echo("(none)")
         return
-    rows = [[printable_name(cell) for cell in row] for row in rows]
     widths = [max(display_width(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
     for row in [headers, *rows]:
         cells = [cell + " " * (widths[i] - display_width(cell)) for i, cell in enumerate(row)]
         click.echo("  ".join(cells).rstrip())
-
-
-_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-
-
-def printable(text: str, *, keep_lines: bool = False) -> str:
-    """``text`` safe to show on a terminal: control characters (C0, C1, ESC: a note could carry escape sequences
-    that set the clipboard or fake links) and bidirectional overrides become visible ``\\xNN``/``\\uNNNN``.
-    Line breaks, tabs and other spaces become a space (with ``keep_lines``, newlines and tabs stay): this is for
-    note text. JSON output needs none of this: it escapes them itself."""
-    return _escaped(text, kept="\n\t" if keep_lines else "", spaces=True)
-
-
-def printable_name(text: str) -> str:
-    """A file name, path or message naming one, safe to show: like :func:`printable`, but a newline, tab or
-    unusual space is escaped too (``evil\\x0aname.md``), since a name shown with a space in its place is another
-    name."""
-    return _escaped(text, kept="", spaces=False)
-
-
-def _escaped(text: str, *, kept: str, spaces: bool) -> str:
-    if text.isprintable() or all(c.isprintable() or c in kept for c in text):
-        return text
-    out = []
-    for char in text:
-        code = ord(char)
-        if char in kept or (char.isprintable() and char not in _BIDI_CONTROLS):
-            out.append(char)
-        elif spaces and (unicodedata.category(char) == "Zs" or char in " \n\t\r"):
-            out.append(" ")
-        else:
-            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
-    return "".join(out)
 
 
 def plain_decimal(value: float, significant: int = 4) -> str:
@@ -320,8 +297,8 @@ def mebibytes(size: int) -> str:
 
 
 def one_line(text: str, limit: int = 60) -> str:
-    """``text`` on one line and :func:`printable`, cut to about ``limit`` columns with an ellipsis."""
-    flat = printable(" ".join(text.split()))
+    """``text`` (escaped already) on one line, cut to about ``limit`` columns with an ellipsis."""
+    flat = " ".join(text.split())
     out: list[str] = []
     width = 0
     for char in flat:

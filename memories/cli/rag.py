@@ -17,9 +17,8 @@ from memories.cli.output import (
     mebibytes,
     one_line,
     plain_decimal,
-    printable,
-    printable_name,
 )
+from memories.cli.terminal import escape
 from memories.errors import EXIT_ERROR, EXIT_PARTIAL
 from memories.limits import MAX_RESULTS, check_result_limit
 
@@ -66,18 +65,18 @@ def ingest(
             counts[result["status"]] = counts.get(result["status"], 0) + 1
             if result["status"] == "skipped":
                 continue
-            line = f"{result['status']:<9} {printable_name(result['source'] or result['path'])}"
+            line = f"{result['status']:<9} {result['source'] or result['path']}"
             if result["id"]:
                 line += f"  {result['id']} r{result['revision']}"
             if result["error"]:
-                line += f"\n          {result['error']['code']}: {printable_name(result['error']['message'])}"
+                line += f"\n          {result['error']['code']}: {result['error']['message']}"
             click.echo(line)
         click.echo(", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "nothing to import")
 
     session.emit(document, warnings, human)
     if document.get("over_limit"):
         over = document["over_limit"]
-        click.echo(f"error: {over['code']}: the cards are stored, but {printable(over['message'])}", err=True)
+        click.echo(f"error: {escape(over['code'])}: the cards are stored, but {escape(over['message'])}", err=True)
         return EXIT_PARTIAL
     statuses = [r["status"] for r in document["results"]]
     if "refused" not in statuses:
@@ -87,7 +86,8 @@ def ingest(
 
 
 def _snippet(text: str, highlights: list[list[int]], width: int = 200) -> str:
-    """One line of ``text`` around the first highlight, with the query terms in bold when colour is on."""
+    """One line of ``text`` around the first highlight, with the query terms in bold when colour is on. ``text``
+    comes unescaped, since ``highlights`` are code point offsets into it: each piece is escaped here."""
     start = max(0, highlights[0][0] - width // 4) if highlights else 0
     end = min(len(text), start + width)
     pieces, cursor = [], start
@@ -95,10 +95,10 @@ def _snippet(text: str, highlights: list[list[int]], width: int = 200) -> str:
         span_start, span_end = max(span_start, start), min(span_end, end)
         if span_start >= span_end:
             continue
-        pieces.append(printable(text[cursor:span_start]))
-        pieces.append(click.style(printable(text[span_start:span_end]), bold=True, fg="yellow"))
+        pieces.append(escape(text[cursor:span_start], lines=True))
+        pieces.append(click.style(escape(text[span_start:span_end], lines=True), bold=True, fg="yellow"))
         cursor = span_end
-    pieces.append(printable(text[cursor:end]))
+    pieces.append(escape(text[cursor:end], lines=True))
     line = " ".join("".join(pieces).split())
     return ("…" if start else "") + line + ("…" if end < len(text) else "")
 
@@ -140,15 +140,18 @@ def search(
         highlight=not session.json,
     )
 
+    document, warnings = session.call(request, progress=True)
+    snippets = [_snippet(hit["text"], hit.get("highlights", [])) for hit in document["results"]]
+
     def human(document: dict) -> None:
         if not document["results"]:
             click.echo(f"no results ({document['mode']}, {document['match_mode']})")
-        for hit in document["results"]:
-            where = printable_name(hit["source"] or hit["asset_id"])  # a file name may hold a newline or an escape
+        for hit, snippet in zip(document["results"], snippets, strict=True):
+            where = hit["source"] or hit["asset_id"]
             click.echo(f"[{hit['label']}] {plain_decimal(hit['score'])}  {one_line(hit['title'], 70)}  ({where})")
-            click.echo(f"     {_snippet(hit['text'], hit.get('highlights', []))}")
+            click.echo(f"     {snippet}")
 
-    session.emit(*session.call(request, progress=True), human)
+    session.emit(document, warnings, human)
 
 
 @command(rag)
@@ -184,7 +187,7 @@ def ask(
             reason = "no chunk is evidence" if document["reason"] == "retrieval" else "the model cited nothing"
             click.echo(f"insufficient evidence ({reason}; {document['mode']})")
             return
-        click.echo(printable(document["answer"], keep_lines=True))  # an answer may have paragraphs
+        click.echo(document["answer"])
         if document["answer_truncated"]:
             click.echo(
                 f"(answer cut: the service wrote more than {MAX_ANSWER_TOKENS:,} estimated tokens or "
@@ -198,7 +201,7 @@ def ask(
                 f"({citation['asset_id']} r{citation['revision']}, bytes {span})"
             )
 
-    session.emit(*session.call(request, progress=True), human)
+    session.emit(*session.call(request, progress=True), human, lines=("answer",))  # an answer may have paragraphs
 
 
 @command(rag)
@@ -236,7 +239,7 @@ def status(session: Session, vault_ref: str) -> None:
             click.echo(f"space      {model['space_key']}")
         else:
             state = "not installed" if not model["installed"] else ("verified" if model["verified"] else "installed")
-            click.echo(f"model      {state} at {printable_name(model['path'])}")
+            click.echo(f"model      {state} at {model['path']}")
         if document.get("failed"):
             click.echo(f"refused    {counted(document['failed'], 'chunk')} (too long for the embedding service)")
         limits = ", ".join(f"{k} {v:,}" for k, v in document["limits"].items())
@@ -267,7 +270,7 @@ def index(session: Session, vault_ref: str, background: bool) -> int:
             click.echo(
                 f"  refused {failure['asset_id']} r{failure['revision']} {failure['chunk_hash'][:12]}: ", nl=False
             )
-            click.echo(printable(failure["error"]))
+            click.echo(failure["error"])
 
     document, warnings = session.call(p.RagIndex(vault=vault_ref, background=background), progress=True)
     session.emit(document, warnings, human)
@@ -286,8 +289,8 @@ def model_install(session: Session, from_dir: str | None) -> None:
 
     def human(document: dict) -> None:
         for file in document["files"]:
-            click.echo(f"{file['status']:<10} {printable_name(file['path'])} ({mebibytes(file['bytes'])})")
-        click.echo(f"model ready in {printable_name(document['path'])}")
+            click.echo(f"{file['status']:<10} {file['path']} ({mebibytes(file['bytes'])})")
+        click.echo(f"model ready in {document['path']}")
 
     request = p.RagModelInstall(from_dir=os.path.abspath(from_dir) if from_dir else None)
     session.emit(*session.call(request, progress=True), human)

@@ -13,7 +13,7 @@ import click
 
 from memories import protocol as p
 from memories.cli.keys import read_passphrase
-from memories.cli.output import Session, command, printable_name
+from memories.cli.output import Session, command
 
 _STDIN_HELP = "Read the sync passphrase as one line from standard input (never from an argument)."
 
@@ -30,16 +30,16 @@ def _when(seconds: float | None) -> str:
 
 
 def _show(document: dict) -> None:
-    click.echo(f"vault {document['vault']}  folder {printable_name(document['folder'])}")
+    click.echo(f"vault {document['vault']}  folder {document['folder']}")
     click.echo(f"last push {_when(document['last_push'])} ({document['pushed']} written)")
     click.echo(f"last pull {_when(document['last_pull'])} ({document['imported']} imported)")
     for record_id in document["conflicts"]:
         click.echo(f"conflict: record {record_id} (`memory read` names its versions; `memory update` resolves it)")
     for bad in document["bad"]:
         state = "not complete yet" if bad["pending"] else "bad"
-        click.echo(f"{state}: {printable_name(bad['file'])} ({bad['reason']})")
+        click.echo(f"{state}: {bad['file']} ({bad['reason']})")
     for skipped in document["skipped"]:
-        click.echo(f"skipped: {printable_name(skipped['file'])} ({skipped['why']})")
+        click.echo(f"skipped: {skipped['file']} ({skipped['why']})")
     if document["not_local"] or document["waiting"]:
         click.echo(f"not here yet: {document['not_local']} payload(s); waiting for parents: {document['waiting']}")
 

@@ -8,7 +8,8 @@ import sys
 import click
 
 from memories import protocol as p
-from memories.cli.output import Session, command, common_options, counted, printable, table
+from memories.cli.output import Session, command, common_options, counted, table
+from memories.cli.terminal import escape
 from memories.errors import MemoriesError
 
 
@@ -83,17 +84,15 @@ def delete(session: Session, vault_ref: str, yes: bool) -> None:
                 "confirmation_required", f"deleting vault {vault_ref!r} cannot be undone; give --yes to confirm"
             )
         shown, _ = session.call(p.VaultShow(vault=vault_ref))
-        question = (
-            f"Delete vault {printable(shown['name'])} ({shown['id']}) and its {counted(shown['records'], 'record')}? "
-            "This cannot be undone"
-        )
+        name, records = escape(shown["name"]), counted(shown["records"], "record")
+        question = f"Delete vault {name} ({escape(shown['id'])}) and its {records}? This cannot be undone"
         if not click.confirm(question, err=True):
             raise MemoriesError("cancelled", "nothing was deleted")
         vault_ref = shown["id"]  # the vault that was confirmed, even if a name changed meanwhile
     session.emit(
         *session.call(p.VaultDelete(vault=vault_ref)),
         lambda d: click.echo(
-            f"deleted vault {printable(d['name'])} ({d['id']}) with {counted(d['records'], 'record')}; "
+            f"deleted vault {d['name']} ({d['id']}) with {counted(d['records'], 'record')}; "
             f"{counted(d['revoked_grants'], 'grant')} revoked"
         ),
     )
