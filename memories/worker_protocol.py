@@ -28,7 +28,7 @@ from memories.config import EmbeddingConfig, GenerationConfig, HttpConfig, Reran
 from memories.models.manifest import Manifest
 from memories.protocol import TAG_FIELD, EmbedFailure, InstalledFile, MatchMode, SearchMode
 
-WORKER_PROTOCOL_VERSION = 4
+WORKER_PROTOCOL_VERSION = 5
 """Bumped with every change of a message below. A worker reporting another version (or another package
 version, :data:`INSTALL`) is refused."""
 
@@ -96,6 +96,21 @@ class Evidence(msgspec.Struct, frozen=True):
     min_similarity: float | None = None
 
 
+class ParsedNote(msgspec.Struct, frozen=True):
+    """What a note's text says about itself (:func:`memories.rag.notes.parse_note`).
+
+    Attributes:
+        title: the front matter's ``title`` or the first heading, at most 4,096 UTF-8 bytes; ``None`` when the note
+            has neither (the ingest job then uses the file name).
+        tags: the front matter's ``tags``.
+        failure: the exception type when parsing this note failed unexpectedly (the ingest refuses that file).
+    """
+
+    title: str | None
+    tags: list[str]
+    failure: str | None = None
+
+
 class WorkerHit(msgspec.Struct, omit_defaults=True):
     """One chunk found by the index worker. Offsets are UTF-8 bytes into the record's body, half-open.
 
@@ -142,6 +157,12 @@ class IndexHits(_Message):
     """:class:`IndexQuery` results: at most ``limit`` chunks in rank order."""
 
     hits: list[WorkerHit]
+
+
+class NotesParsed(_Message):
+    """:class:`ParseNotes` done: one :class:`ParsedNote` per text, in order."""
+
+    notes: list[ParsedNote]
 
 
 class MissingInputs(_Message):
@@ -232,6 +253,7 @@ WorkerReplyBody = (
     | IndexSynced
     | QueryChecked
     | IndexHits
+    | NotesParsed
     | MissingInputs
     | VectorsStored
     | IndexState
@@ -300,6 +322,13 @@ class IndexQuery(WorkerRequest[IndexHits | IndexStale]):
     space: VectorSpace | None = None
     query_vector: bytes | None = None
     evidence: Evidence | None = None
+
+
+class ParseNotes(WorkerRequest[NotesParsed]):
+    """Titles and tags of notes' texts (``workers.index``): the ingest job's parse, off the supervisor, whose event
+    loop must never wait for a pattern run on a hostile note."""
+
+    texts: list[str]
 
 
 class IndexMissing(WorkerRequest[MissingInputs | IndexStale]):
@@ -437,6 +466,7 @@ WorkerRequestBody = (
     IndexSync
     | IndexCheckQuery
     | IndexQuery
+    | ParseNotes
     | IndexMissing
     | IndexStoreVectors
     | IndexStatus

@@ -18,8 +18,7 @@ import re
 from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 
-from memories.limits import MAX_TITLE_BYTES
-from memories.rag.notes import front_matter_tags, note_title, truncate_utf8
+from memories.rag.notes import parse_note
 from memories.worker_protocol import IndexRecord
 
 CORPUS = Path(__file__).resolve().parents[1] / "tests" / "corpus"
@@ -59,22 +58,22 @@ def load_notes(root: Path = CORPUS) -> list[IndexRecord]:
     """Every note of :func:`note_paths` as the card ``rag ingest`` would store, in manifest order.
 
     As the ingest job reads a file: UTF-8 with a leading BOM removed (strict, so an invalid file raises
-    ``UnicodeDecodeError``); title = :func:`~memories.rag.notes.note_title` (cut to the title limit), else the file
-    name; tags =
-    :func:`~memories.rag.notes.front_matter_tags`. ``id`` and ``source`` are the relative path, ``revision`` 1.
+    ``UnicodeDecodeError``); title and tags from :func:`~memories.rag.notes.parse_note` (the index worker's parse),
+    else the file name as title. ``id`` and ``source`` are the relative path, ``revision`` 1.
     """
     notes = []
     for path in note_paths(root):
         body = (root / path).read_bytes().removeprefix(_BOM).decode("utf-8")
+        parsed = parse_note(body)
         notes.append(
             IndexRecord(
                 id=path,
                 revision=1,
                 kind="card",
-                title=truncate_utf8(note_title(body) or PurePosixPath(path).name, MAX_TITLE_BYTES),
+                title=parsed.title or PurePosixPath(path).name,
                 body=body,
                 source=path,
-                tags=front_matter_tags(body),
+                tags=parsed.tags,
             )
         )
     return notes

@@ -1,5 +1,6 @@
 """``workers.index``: per-vault retrieval caches in memory — chunks, BM25 (FTS5), vectors — and the search
-pipeline over them (:mod:`memories.rag.pipeline`).
+pipeline over them (:mod:`memories.rag.pipeline`); and the ingest job's note parsing (titles, front matter), which
+must not run in the supervisor (:mod:`memories.rag.notes`).
 
 At most two vaults are cached (R-21); touching a third evicts the least recently used. Nothing is written to
 disk (R-20): the FTS5 database is ``:memory:`` and the supervisor restarts this process on lock. Every query
@@ -14,6 +15,7 @@ from memories import worker_protocol as w
 from memories.errors import MemoriesError
 from memories.limits import MAX_CACHED_VAULTS
 from memories.rag.analysis import analyze_query
+from memories.rag.notes import parse_notes
 from memories.rag.pipeline import VaultCache
 from workers.loop import Context, run_worker
 
@@ -67,6 +69,11 @@ def sync(request: w.IndexSync, ctx: Context) -> w.IndexSynced | w.IndexStale:
 def check_query(request: w.IndexCheckQuery, ctx: Context) -> w.QueryChecked:
     """Raises ``query_too_long`` or ``too_many_terms``; otherwise the number of distinct terms."""
     return w.QueryChecked(terms=len(analyze_query(request.query).terms))
+
+
+def parse(request: w.ParseNotes, ctx: Context) -> w.NotesParsed:
+    """Titles and tags of the ingest job's notes (no cache is touched)."""
+    return w.NotesParsed(notes=parse_notes(request.texts))
 
 
 def _current(vault: str, epoch: int) -> VaultCache | w.IndexStale:
@@ -125,6 +132,7 @@ if __name__ == "__main__":
             w.IndexSync: sync,
             w.IndexCheckQuery: check_query,
             w.IndexQuery: query,
+            w.ParseNotes: parse,
             w.IndexMissing: missing,
             w.IndexStoreVectors: store_vectors,
             w.IndexStatus: status,

@@ -27,16 +27,17 @@ import pathspec
 import trio
 
 from memories import protocol as p
+from memories import worker_protocol as w
 from memories.daemon.cache_sync import CacheSync
 from memories.daemon.context import Handlers, RequestContext
 from memories.daemon.jobs import Epochs, JobManager, VaultJob
 from memories.daemon.store_gate import StoreGate
 from memories.daemon.vaults import Origin, Vaults, split_tags
+from memories.daemon.workers import WorkerHandle
 from memories.errors import MemoriesError
 from memories.files import UTF8_BOM, FileTooLarge, NotRegularFile, read_regular_file
-from memories.limits import MAX_BODY_BYTES, MAX_TITLE_BYTES, body_too_large
+from memories.limits import MAX_BODY_BYTES, body_too_large
 from memories.logs import log_failure
-from memories.rag.notes import front_matter_tags, note_title, truncate_utf8
 from memories.store import VaultRow
 
 log = logging.getLogger("memories.ingest")
@@ -44,6 +45,10 @@ log = logging.getLogger("memories.ingest")
 STEP_FILES = 64
 """Files per ingest step. The vault's epoch is bumped once per step that stored something (and when the job ends),
 not once per file, so a search during a long ingest brings the index up to date once per step and answers."""
+
+PARSE_CHARS = 8 * 1024 * 1024
+"""Most note text (code points) sent to the index worker in one parse call: a call holds at most :data:`STEP_FILES`
+notes, and stops growing once its notes reach this size (a note is at most 2 MiB)."""
 
 TEXT_SUFFIXES = frozenset({".md", ".markdown", ".txt"})
 
@@ -77,6 +82,22 @@ class _Candidate:
 
 
 @dataclass(frozen=True)
+class _Read:
+    """A file read and checked, waiting for its parse."""
+
+    candidate: _Candidate
+    path: str  # resolved, absolute
+    text: str
+
+
+@dataclass(frozen=True)
+class _Unreadable:
+    """A file refused when it was read (counted among the files done, unlike the walk's own results)."""
+
+    result: p.IngestResult
+
+
+@dataclass(frozen=True)
 class _Note:
     path: str  # resolved, absolute
     title: str
@@ -84,19 +105,49 @@ class _Note:
     tags: list[str]
 
 
+class _Run:
+    """How far one ingest job got: its results in order, the cards it stored (the job's ``details["stored"]``, kept
+    when it is cut), the files done, and whether it wrote (this step, at all)."""
+
+    def __init__(self, job: VaultJob, total: int) -> None:
+        self.job = job
+        self.total = total
+        self.results: list[p.IngestResult] = []
+        self.stored: list[dict[str, object]] = job.details.setdefault("stored", [])
+        self.done = 0
+        self.step_changed = False
+        self.any_changed = False
+
+    def finished(self, result: p.IngestResult, wrote: bool) -> None:
+        """One counted file is done: ``result``, and whether a revision was written."""
+        self.results.append(result)
+        if result.id is not None:
+            self.stored.append(
+                {"path": result.path, "id": result.id, "revision": result.revision, "status": result.status}
+            )
+        self.step_changed |= wrote
+        self.any_changed |= wrote
+        self.done += 1
+        self.job.progress(self.done, self.total, "files")
+
+
 class Ingest:
     """The ingest job of the daemon.
 
     Args:
         store: the store gate; jobs: the job queue; cache_sync: the index worker's caches, refreshed after an
-        ingest; epochs: bumped for every card stored.
+        ingest; epochs: bumped for every card stored; index: the index worker, which parses the notes' titles and
+        front matter (never the supervisor: a note is hostile input).
     """
 
-    def __init__(self, store: StoreGate, jobs: JobManager, cache_sync: CacheSync, epochs: Epochs) -> None:
+    def __init__(
+        self, store: StoreGate, jobs: JobManager, cache_sync: CacheSync, epochs: Epochs, index: WorkerHandle
+    ) -> None:
         self._store = store
         self._jobs = jobs
         self._cache_sync = cache_sync
         self._epochs = epochs
+        self._index = index
 
     def handlers(self) -> Handlers:
         """The requests this module answers."""
@@ -122,36 +173,29 @@ class Ingest:
 
         async def work(job: VaultJob) -> p.IngestReport:
             walked = await trio.to_thread.run_sync(_walk, request, abandon_on_cancel=True)
-            total = sum(isinstance(item, _Candidate) for item in walked)
-            results: list[p.IngestResult] = []
-            stored: list[dict[str, object]] = job.details.setdefault("stored", [])
-            done = 0
-            step_changed = any_changed = False
-            job.progress(done, total, "files")
+            run = _Run(job, sum(isinstance(item, _Candidate) for item in walked))
+            job.progress(0, run.total, "files")
+            batch: list[p.IngestResult | _Read | _Unreadable] = []
+            notes = size = 0  # the batch's notes to parse, and their code points
             try:
                 for item in walked:  # results in the order the paths were given and walked
-                    if isinstance(item, p.IngestResult):
-                        results.append(item)
-                        continue
-                    job.check_budget({"done": done, "total": total})
-                    result, wrote = await self._ingest_one(vault, item, request.title)
-                    results.append(result)
-                    if result.id is not None:
-                        stored.append(
-                            {"path": result.path, "id": result.id, "revision": result.revision, "status": result.status}
-                        )
-                    step_changed |= wrote
-                    any_changed |= wrote
-                    done += 1
-                    if step_changed and done % STEP_FILES == 0:
-                        self._epochs.bump(vault.id)  # one step of cards: searches meanwhile catch up once per step
-                        step_changed = False
-                    job.progress(done, total, "files")
+                    if isinstance(item, _Candidate):
+                        job.check_budget({"done": run.done, "total": run.total})
+                        read = await _read(item)
+                        if isinstance(read, _Read):
+                            notes, size = notes + 1, size + len(read.text)
+                        batch.append(read)
+                    else:
+                        batch.append(item)
+                    if notes == STEP_FILES or size >= PARSE_CHARS:
+                        await self._ingest_batch(run, vault, batch, request.title)
+                        batch, notes, size = [], 0, 0
+                await self._ingest_batch(run, vault, batch, request.title)
             finally:  # also when the job is cut mid-step: the cards stored so far are a change of the vault
-                if step_changed:
+                if run.step_changed:
                     self._epochs.bump(vault.id)
             over_limit = None
-            if any_changed:
+            if run.any_changed:
                 try:
                     await self._cache_sync.refresh(job, vault)
                 except MemoriesError as exc:  # the cards are stored; the index is rebuilt at the next search
@@ -161,27 +205,66 @@ class Ingest:
                         )
                     else:
                         over_limit = p.ErrorInfo(code=exc.code, message=exc.message, details=exc.details)
-            return p.IngestReport(results=results, over_limit=over_limit)
+            return p.IngestReport(results=run.results, over_limit=over_limit)
 
         return await self._jobs.run(job, work)
 
+    async def _ingest_batch(
+        self, run: _Run, vault: VaultRow, batch: list[p.IngestResult | _Read | _Unreadable], title: str | None
+    ) -> None:
+        """Parse the batch's notes in the index worker (one call), then store them one by one, in order."""
+        parsed = iter(await self._parse(run, [entry.text for entry in batch if isinstance(entry, _Read)]))
+        for entry in batch:
+            if isinstance(entry, _Read):
+                run.job.check_budget({"done": run.done, "total": run.total})
+                result, wrote = await self._ingest_one(vault, entry, next(parsed), title)
+            elif isinstance(entry, _Unreadable):
+                result, wrote = entry.result, False
+            else:  # a file the walk reported: not one of the files counted
+                run.results.append(entry)
+                continue
+            run.finished(result, wrote)
+            if run.step_changed and run.done % STEP_FILES == 0:
+                self._epochs.bump(vault.id)  # one step of cards: searches meanwhile catch up once per step
+                run.step_changed = False
+
+    async def _parse(self, run: _Run, texts: list[str]) -> list[w.ParsedNote | MemoriesError]:
+        """Titles and tags of ``texts`` from the index worker; when the worker fails the call (it crashed on one of
+        them, or cannot serve), that failure for each."""
+        if not texts:
+            return []
+        run.job.check_budget({"done": run.done, "total": run.total})
+        try:
+            reply = await run.job.call(self._index, w.ParseNotes(texts=texts), budget=False, epoch=False)
+        except MemoriesError as exc:
+            return [exc] * len(texts)
+        return list(reply.notes)
+
     async def _ingest_one(
-        self, vault: VaultRow, candidate: _Candidate, title: str | None
+        self, vault: VaultRow, read: _Read, parsed: w.ParsedNote | MemoriesError, title: str | None
     ) -> tuple[p.IngestResult, bool]:
         """One file's result, and whether a revision was written."""
+        candidate = read.candidate
         path = str(candidate.path)
+        if isinstance(parsed, MemoriesError):
+            return _refused(
+                candidate, parsed.code, f"{path}: reading its title and tags failed: {parsed.message}"
+            ), False
+        if parsed.failure is not None:  # a parser bug one note ran into: that file is refused, the others go in
+            message = f"{path}: importing it failed unexpectedly ({parsed.failure}); see the daemon log"
+            return _refused(candidate, "internal_error", message), False
+        # A heading over the title limit was cut by the parser; a file name is never over it (255 bytes at most).
+        note = _Note(
+            path=read.path, title=title or parsed.title or candidate.path.name, body=read.text, tags=parsed.tags
+        )
         try:
-            # Abandoned on cancel: a read stuck on a hung file system must not hold the job (or the daemon).
-            note = await trio.to_thread.run_sync(_read_note, candidate, title, abandon_on_cancel=True)
             record_id, revision, status, wrote = await self._store.run(self._store_note, vault, candidate.source, note)
         except MemoriesError as exc:
-            error = p.ErrorInfo(code=exc.code, message=exc.message)
-            return p.IngestResult(path=path, source=candidate.source, status="refused", error=error), False
+            return _refused(candidate, exc.code, exc.message), False
         except Exception as exc:  # a bug one file ran into: that file is refused, the others still go in
             log_failure(log, "ingest: one file failed", exc)  # its type only: a path can say what a note is
             message = f"{path}: importing it failed unexpectedly ({type(exc).__name__}); see the daemon log"
-            error = p.ErrorInfo(code="internal_error", message=message)
-            return p.IngestResult(path=path, source=candidate.source, status="refused", error=error), False
+            return _refused(candidate, "internal_error", message), False
         result = p.IngestResult(path=path, source=candidate.source, status=status, id=record_id, revision=revision)
         return result, wrote
 
@@ -317,8 +400,22 @@ def _is_utf8(name: str) -> bool:
     return True
 
 
-def _read_note(candidate: _Candidate, title: str | None) -> _Note:
-    """Read and check one file; derive title and tags (in a thread).
+async def _read(candidate: _Candidate) -> _Read | _Unreadable:
+    """Read and check one file in a thread, abandoned on cancel: a read stuck on a hung file system must not hold
+    the job (or the daemon)."""
+    try:
+        path, text = await trio.to_thread.run_sync(_read_text, candidate, abandon_on_cancel=True)
+    except MemoriesError as exc:
+        return _Unreadable(_refused(candidate, exc.code, exc.message))
+    except Exception as exc:  # a bug one file ran into: that file is refused, the others still go in
+        log_failure(log, "ingest: one file failed", exc)  # its type only: a path can say what a note is
+        message = f"{candidate.path}: importing it failed unexpectedly ({type(exc).__name__}); see the daemon log"
+        return _Unreadable(_refused(candidate, "internal_error", message))
+    return _Read(candidate, path, text)
+
+
+def _read_text(candidate: _Candidate) -> tuple[str, str]:
+    """The file's resolved path and text, read and checked (in a thread).
 
     Raises:
         MemoriesError: ``unsupported_file`` (binary or not UTF-8), ``body_too_large``, ``invalid_argument``
@@ -341,10 +438,12 @@ def _read_note(candidate: _Candidate, title: str | None) -> _Note:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise _unsupported(path, f"it is not valid UTF-8 (byte {exc.start})") from None
-    # A heading or file name over the title limit is cut, not a reason to refuse the file (an explicit --title
-    # over the limit is still refused: the user chose it).
-    title = title or truncate_utf8(note_title(text) or path.name, MAX_TITLE_BYTES)
-    return _Note(path=os.path.realpath(path), title=title, body=text, tags=front_matter_tags(text))
+    return os.path.realpath(path), text
+
+
+def _refused(candidate: _Candidate, code: str, message: str) -> p.IngestResult:
+    error = p.ErrorInfo(code=code, message=message)
+    return p.IngestResult(path=str(candidate.path), source=candidate.source, status="refused", error=error)
 
 
 def _read_regular_file(path: Path, limit: int) -> bytes:

@@ -14,7 +14,7 @@ the request types it answers) and locks the home::
             ├─ Indexing(store, jobs, cache_sync, backend, index)
             ├─ Retrieval(store, jobs, cache_sync, backend, indexing, index, remote)
             ├─ Asking(store, jobs, retrieval, remote)        rag ask
-            ├─ Ingest(store, jobs, cache_sync, epochs)
+            ├─ Ingest(store, jobs, cache_sync, epochs, index)   notes parsed in the index worker
             ├─ Records(store, epochs, jobs, grants, index)
             ├─ Tools(store, grants, retrieval, asking)       MCP calls through a grant
             └─ SyncRequests(store, jobs, epochs, cache_sync, indexing)   sync init|join|push|pull|status, the sync timer
@@ -128,7 +128,7 @@ class Daemon:
             budget,
         )
         self.asking = Asking(self.store, self.jobs, self.retrieval, self.workers.remote, rag, home.config_path, budget)
-        self.ingest = Ingest(self.store, self.jobs, self.cache_sync, self.epochs)
+        self.ingest = Ingest(self.store, self.jobs, self.cache_sync, self.epochs, self.workers.index)
         self.records = Records(self.store, self.epochs, self.jobs, self.grants, self.workers.index)
         self.tools = Tools(self.store, self.grants, self.retrieval, self.asking)
         kill_after = hooks.kill_after_payloads if hooks else None

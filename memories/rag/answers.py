@@ -56,7 +56,7 @@ it for a remote backend).
   ``[rag.embedding] min_similarity``."""
 
 _THINK = re.compile(r"^\s*<think>.*?</think>", re.DOTALL)
-_FENCE = re.compile(r"^```[A-Za-z]*\s*\n?(.*?)\n?```$", re.DOTALL)
+_FENCE = re.compile(r"^```[A-Za-z]*+\s*+(.*?)\n?```$", re.DOTALL)  # possessive: linear on a reply of spaces
 _INLINE_CITATION = re.compile(r"[\[［【]\s*(S\d+(?:\s*[,，;；、]\s*S\d+)*)\s*[\]］】]")
 """A label, or a list of them, in brackets as models write them: ``[S1]``, ``[S1, S2]``, and in Chinese answers
 ``［S1］``, ``【S1】``, ``【S1、S2】``. A bracket holding anything else (``[Section 4]``) cites nothing."""

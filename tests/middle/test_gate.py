@@ -379,18 +379,18 @@ async def test_searches_during_a_long_ingest_answer_from_an_epoch_no_older_than_
         (folder / f"n{number:03}.md").write_text(f"# note {number}\n\nalpha {number}\n")
     pauses = {ingest.STEP_FILES + 5: threading.Event(), 2 * ingest.STEP_FILES + 5: threading.Event()}
     reached = {at: threading.Event() for at in pauses}
-    read_note = ingest._read_note
+    read_text = ingest._read_text
     reads = 0
 
-    def paused_read(candidate: Any, title: Any) -> Any:  # an ingest that takes its time, in its read thread
+    def paused_read(candidate: Any) -> Any:  # an ingest that takes its time, in its read thread
         nonlocal reads
         reads += 1
         if reads in pauses:
             reached[reads].set()
             pauses[reads].wait(10)
-        return read_note(candidate, title)
+        return read_text(candidate)
 
-    monkeypatch.setattr(ingest, "_read_note", paused_read)
+    monkeypatch.setattr(ingest, "_read_text", paused_read)
     answers: list[tuple[int, int, int, list[str]]] = []
 
     async def search() -> None:

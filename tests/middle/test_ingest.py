@@ -1,4 +1,5 @@
-"""``rag ingest`` in the daemon's middle: one file's unexpected failure refuses that file, not the whole ingest."""
+"""``rag ingest`` in the daemon's middle: one file's unexpected failure refuses that file, not the whole ingest; notes
+are parsed in the index worker, never in the supervisor."""
 
 from __future__ import annotations
 
@@ -6,9 +7,12 @@ import logging
 from pathlib import Path
 
 import pytest
+import trio
 
 from memories import protocol as p
-from memories.daemon import ingest
+from memories import worker_protocol as w
+from memories.errors import MemoriesError
+from memories.rag import notes
 from tests.fixtures.middle import Middle
 
 
@@ -16,20 +20,21 @@ async def test_an_unexpected_failure_on_one_file_refuses_only_that_file(
     middle: Middle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A stand-in for a parser bug no test has met yet (the way a RecursionError and a ValueError from YAML's
-    constructors once failed whole ingests): the front matter of one note makes the tag reader raise."""
+    constructors once failed whole ingests): the front matter of one note makes the tag reader raise, in the index
+    worker's parse (here in-process), which logs its type."""
     folder = tmp_path / "notes"
     folder.mkdir()
     (folder / "good.md").write_text("# Good\n\nan ordinary note\n")
     (folder / "bad.md").write_text("---\ntags: BOOM\n---\n# Bad\n\nthis one trips the bug\n")
-    tags = ingest.front_matter_tags
+    tags = notes.front_matter_tags
 
     def buggy(text: str) -> list[str]:
         if "BOOM" in text:
             raise RuntimeError("a bug")
         return tags(text)
 
-    monkeypatch.setattr(ingest, "front_matter_tags", buggy)
-    with caplog.at_level(logging.ERROR, logger="memories.ingest"):
+    monkeypatch.setattr(notes, "front_matter_tags", buggy)
+    with caplog.at_level(logging.ERROR, logger="memories.notes"):
         report = await middle.ok(p.RagIngest(vault="notes", paths=[str(folder)]))
     results = {Path(r.path).name: r for r in report.results}
     assert results["good.md"].status == "added"
@@ -37,7 +42,7 @@ async def test_an_unexpected_failure_on_one_file_refuses_only_that_file(
     assert bad.status == "refused" and bad.error is not None and bad.error.code == "internal_error"
     assert "RuntimeError" in bad.error.message and "see the daemon log" in bad.error.message
     assert [r.getMessage() for r in caplog.records] == [
-        "ingest: one file failed: RuntimeError (set MEMORIES_DEBUG=1 for the traceback)"
+        "parsing a note failed: RuntimeError (set MEMORIES_DEBUG=1 for the traceback)"
     ]
     listed = await middle.ok(p.MemoryList(vault="notes"))
     assert [r.title for r in listed.records] == ["Good"]
@@ -61,3 +66,28 @@ async def test_a_file_reached_twice_in_one_ingest_is_ingested_once(middle: Middl
     assert [r.status for r in again.results] == ["unchanged", "skipped", "skipped"]
     listed = await middle.ok(p.MemoryList(vault="notes"))
     assert [(r.title, r.revision) for r in listed.records] == [("Note", 1)]
+
+
+async def test_lock_answers_while_a_note_is_still_being_parsed(middle: Middle, tmp_path: Path) -> None:
+    """Issue 21, item 1: a note's parse (titles, front matter) runs in the index worker, so however long it takes
+    (a pattern that holds the GIL, held here by the fake worker) the supervisor answers ``lock``, which cuts the
+    ingest and restarts that worker."""
+    note = tmp_path / "note.md"
+    note.write_text("# a note\n\nbody\n")
+    middle.index.holds[w.ParseNotes] = trio.Event()  # never set: the parse never ends by itself
+    started = middle.index.started.setdefault(w.ParseNotes, trio.Event())
+    outcome: list[str] = []
+
+    async def ingest() -> None:
+        with pytest.raises(MemoriesError) as failed:
+            await middle.ok(p.RagIngest(vault="notes", paths=[str(note)]))
+        outcome.append(failed.value.code)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(ingest)
+        with trio.fail_after(30):
+            await started.wait()
+            locked = await middle.ok(p.Lock())
+    assert locked.locked and outcome == ["vault_locked"]
+    assert [type(r) for r in middle.fakes["index"].requests] == [w.ParseNotes]  # nothing parsed in the supervisor
+    assert middle.daemon.workers.index.lock_restarts == 1  # the worker holding the note's text was killed
