@@ -88,6 +88,8 @@ CODES: dict[str, str] = {
     "folder.",
     # Sync
     "sync_folder_in_use": "The sync folder already holds a vault; join it or choose another folder.",
+    "sync_folder_error": "The sync folder's file system failed, or payloads/ or devices/ in it is not a folder; the "
+    "timed sync shows it in `sync status` and tries again.",
 }
 
 EXIT_ERROR = 1

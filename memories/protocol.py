@@ -854,7 +854,8 @@ class ToolAskReport(_Message):
 
 class SyncBadFile(msgspec.Struct):
     """A payload file a pull could not import: ``reason`` ``truncated``, ``tampered`` (an ``integrity_error``),
-    ``other_key`` or ``not_a_payload``; ``pending`` while it may still be arriving (retried when it changes)."""
+    ``other_key``, ``not_a_payload`` or ``other_revision`` (named after another revision than it holds);
+    ``pending`` while it may still be arriving (retried when it changes)."""
 
     file: str
     reason: str
@@ -868,11 +869,20 @@ class SyncSkipped(msgspec.Struct):
     why: str
 
 
+class SyncTimerError(msgspec.Struct):
+    """The last failure of the timed sync: a stable code, a message and when (Unix seconds)."""
+
+    code: str
+    message: str
+    at: float
+
+
 class SyncReport(_Message):
     """``sync init|push|pull|status``: times are Unix seconds (``None``: never); ``imported``: revisions the last
-    pull imported; ``pushed``: payloads the last push wrote; ``conflicts``: record ids in conflict after the last
-    pull; ``not_local``: revisions another device pushed that have not reached the folder here yet; ``waiting``:
-    revisions whose parents have not arrived."""
+    pull imported; ``pushed``: payloads the last push wrote (rewritten damaged ones included); ``conflicts``:
+    record ids in conflict after the last pull; ``not_local``: revisions another device pushed that have not
+    reached the folder here yet; ``waiting``: revisions whose parents have not arrived; ``timer_error``: the last
+    failure of the timed sync, until a pull or push succeeds."""
 
     vault: str
     folder: str
@@ -886,6 +896,7 @@ class SyncReport(_Message):
     skipped: list[SyncSkipped]
     not_local: int
     waiting: int
+    timer_error: SyncTimerError | None = None
 
 
 class SyncJoined(_Message):

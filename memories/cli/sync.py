@@ -14,6 +14,7 @@ import click
 from memories import protocol as p
 from memories.cli.keys import read_passphrase
 from memories.cli.output import Session, command
+from memories.errors import EXIT_PARTIAL
 
 _STDIN_HELP = "Read the sync passphrase as one line from standard input (never from an argument)."
 
@@ -42,6 +43,14 @@ def _show(document: dict) -> None:
         click.echo(f"skipped: {skipped['file']} ({skipped['why']})")
     if document["not_local"] or document["waiting"]:
         click.echo(f"not here yet: {document['not_local']} payload(s); waiting for parents: {document['waiting']}")
+    failed = document.get("timer_error")  # absent from a daemon started before the field existed
+    if failed:
+        click.echo(f"timed sync failed {_when(failed['at'])}: {failed['code']}: {failed['message']}")
+
+
+def _failed_authentication(document: dict) -> int:
+    """Exit status 3 when some payload files failed authentication (bad, not still arriving), else 0."""
+    return EXIT_PARTIAL if any(not bad["pending"] for bad in document["bad"]) else 0
 
 
 @command(sync, name="init")
@@ -75,9 +84,14 @@ def push(session: Session, vault_ref: str) -> None:
 
 @command(sync)
 @click.argument("vault_ref", metavar="VAULT")
-def pull(session: Session, vault_ref: str) -> None:
-    """Import what the sync folder holds and this vault has not seen."""
-    session.emit(*session.call(p.SyncPull(vault=vault_ref)), _show)
+def pull(session: Session, vault_ref: str) -> int:
+    """Import what the sync folder holds and this vault has not seen.
+
+    Exit status 3 when some payload files failed authentication (listed as bad; the rest was imported).
+    """
+    document, warnings = session.call(p.SyncPull(vault=vault_ref))
+    session.emit(document, warnings, _show)
+    return _failed_authentication(document)
 
 
 @command(sync)

@@ -130,20 +130,41 @@ class SyncRequests:
         return state
 
     async def every_interval(self) -> None:
-        """While unlocked, pull then push every synced vault each ``[sync] interval_seconds`` (off when unset)."""
+        """While unlocked, pull then push every synced vault each ``[sync] interval_seconds`` (off when unset).
+        Nothing a round meets stops the timer (nor the daemon): see :meth:`timed_round`."""
         seconds = self._config.sync.interval_seconds
         if seconds is None:
             return
         while True:
             await trio.sleep(seconds)
-            if self._store.locked:
-                continue
-            for vault in await self._store.run(self.engine.synced):
-                try:
-                    await self.pull(vault, RequestContext())
-                    await self.push(vault, RequestContext())
-                except MemoriesError as exc:
-                    log.info("a timed sync ended: %s", exc.code)
+            if not self._store.locked:
+                await self.timed_round()
+
+    async def timed_round(self) -> None:
+        """Pull then push every synced vault. A vault's failure (its folder's file system, a store error, a bug) is
+        logged and kept in its sync state for ``sync status``; the other vaults go on."""
+        try:
+            vaults = await self._store.run(self.engine.synced)
+        except Exception:
+            log.exception("the timed sync could not list the synced vaults")
+            return
+        for vault in vaults:
+            try:
+                await self.pull(vault, RequestContext())
+                await self.push(vault, RequestContext())
+            except MemoriesError as exc:
+                log.warning("the timed sync of vault %s failed: %s: %s", vault.id, exc.code, exc.message)
+                if exc.code not in ("vault_locked", "cancelled"):  # a lock or a stop cut it: nothing to show
+                    await self._record(vault, exc)
+            except Exception as exc:
+                log.exception("the timed sync of vault %s failed unexpectedly", vault.id)
+                await self._record(vault, MemoriesError("internal_error", f"{type(exc).__name__}; see the daemon log"))
+
+    async def _record(self, vault: VaultRow, error: MemoriesError) -> None:
+        try:
+            await self._store.run(self.engine.record_timer_error, vault, error)
+        except Exception:
+            log.exception("the failure of the timed sync of vault %s could not be kept", vault.id)
 
     def _count_write(self) -> None:
         self._written += 1
@@ -165,4 +186,11 @@ def _report(vault: VaultRow, state: SyncState) -> p.SyncReport:
         skipped=[p.SyncSkipped(file=name, why=why) for name, why in state.skipped],
         not_local=state.not_local,
         waiting=state.waiting,
+        timer_error=(
+            None
+            if state.timer_error is None
+            else p.SyncTimerError(
+                code=state.timer_error.code, message=state.timer_error.message, at=state.timer_error.at
+            )
+        ),
     )

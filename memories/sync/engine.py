@@ -1,13 +1,19 @@
 """Sync of one vault with its folder: ``init``, ``join``, ``push`` and ``pull``, blocking (the daemon runs them in
 its store thread).
 
-*Push* writes a payload for every stored revision the folder lacks (deletions included), removes the payloads of
-revisions a deletion erased (decorated copies too), then replaces this device's metadata file. *Pull* reads every
-payload file whose size or modification time changed since the last pull (so one that does not authenticate yet
-is retried only when it changes, and reported bad once a second pull saw it unchanged), keeps the revisions it has
-not seen by id (never by time), and merges them in one transaction (:meth:`Vaults.merge`). One bad file never
-blocks the others. An empty folder adds nothing and deletes nothing: only a deletion revision erases. The
-device's own pushes are stored already, so a pull never counts them as changes.
+*Push* writes a payload for every stored revision (deletions included) whose file the folder lacks or holds
+damaged or wrong: a file not seen whole since the last push or pull (its size and times differ) is checked against
+what push would write, its size and then its authentication, and rewritten when it is not that revision (a
+device never leaves a peer without an edit because a copy of it was damaged). Then it removes the payloads of
+revisions a deletion erased (decorated copies too) and replaces this device's metadata file. *Pull* reads every
+payload file whose size or times changed since the last pull (so one that does not authenticate yet is retried
+only when it changes, and reported bad once a second pull saw it unchanged), keeps the revisions it has not seen
+by id (never by time), and merges them in one transaction (:meth:`Vaults.merge`). A file named after one revision
+that holds another is bad (``other_revision``), not a revision still on its way. One bad file never blocks the
+others. An empty folder adds nothing and deletes nothing: only a deletion revision erases. The device's own
+pushes are stored already, so a pull never counts them as changes. A failure of the folder's file system (an
+``OSError``; ``payloads/`` or ``devices/`` not a real folder when push must write there) is ``sync_folder_error``
+naming the folder.
 
 The sync state (:class:`SyncState`, in the store's ``sync`` table) holds the folder, this device's id per vault
 and what each payload file was when last read: names, sizes, times, revision ids, reasons. No content.
@@ -15,8 +21,10 @@ and what each payload file was when last read: names, sizes, times, revision ids
 
 from __future__ import annotations
 
+import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import msgspec
@@ -28,7 +36,7 @@ from memories.daemon.vaults import Vaults, new_id
 from memories.errors import MemoriesError
 from memories.limits import check_passphrase_length
 from memories.store import Store, VaultRow
-from memories.sync.folder import Folder, Skipped, check_placement, in_use
+from memories.sync.folder import PAYLOAD_SUFFIX, Entry, Folder, NotAFolder, Skipped, check_placement, in_use
 from memories.sync.payload import (
     BadPayload,
     BadReason,
@@ -42,14 +50,33 @@ from memories.sync.payload import (
 
 
 class FileSeen(msgspec.Struct, array_like=True):
-    """A payload file as the last pull saw it: size (bytes), modification time (ns), the revision id it holds or
-    why it could not be read, and how many later pulls saw it unchanged since."""
+    """A payload file as the last pull or push saw it: size (bytes), modification time (ns), the revision id it
+    holds or why it could not be read, how many later pulls saw it unchanged since, and its status-change time
+    (ns; ``0`` in states written before it was kept, which makes the next push check the file once)."""
 
     size: int
     mtime_ns: int
     revision_id: str | None
     reason: BadReason | None
     unchanged: int = 0
+    ctime_ns: int = 0
+
+    def same_file(self, entry: Entry) -> bool:
+        """``entry`` is this file unchanged: same size, modification and status-change times."""
+        return (self.size, self.mtime_ns, self.ctime_ns) == (entry.size, entry.mtime_ns, entry.ctime_ns)
+
+
+def _seen(entry: Entry, revision_id: str | None, reason: BadReason | None) -> FileSeen:
+    return FileSeen(entry.size, entry.mtime_ns, revision_id, reason, ctime_ns=entry.ctime_ns)
+
+
+class TimerError(msgspec.Struct):
+    """The last failure of the timed sync (``[sync] interval_seconds``) of a vault: its code and message, and when
+    (Unix seconds). Cleared by the next pull or push that succeeds."""
+
+    code: str
+    message: str
+    at: float
 
 
 class BadFile(msgspec.Struct):
@@ -76,6 +103,7 @@ class SyncState(msgspec.Struct, forbid_unknown_fields=True):
     skipped: list[tuple[str, str]] = []
     not_local: int = 0
     waiting: int = 0
+    timer_error: TimerError | None = None
 
 
 class Sync:
@@ -157,59 +185,83 @@ class Sync:
         return vault, warnings
 
     def push(self, vault: VaultRow) -> SyncState:
-        """Write what the folder lacks, remove what deletions erased, then this device's file."""
+        """Write what the folder lacks or holds damaged, remove what deletions erased, then this device's file.
+
+        Raises:
+            MemoriesError: ``sync_folder_error``; what :meth:`state` raises.
+        """
         state = self.state(vault)
         folder, keys = self._open(vault, state)
-        folder.clean_stale()
-        stored, erased = self._vaults.sync_index(vault)
-        present = folder.payload_names()
-        missing = sorted(stored - present)
-        for start in range(0, len(missing), 64):
-            for revision in self._vaults.sealed(vault, missing[start : start + 64]):
-                folder.write_payload(revision.id, keys.seal(revision))
-                if self._between_writes is not None:
-                    self._between_writes()
-        gone = {f"{revision_id}.rev" for revision_id in erased & present}
-        gone |= {name for name, seen in state.files.items() if seen.revision_id in erased}
-        folder.remove_payloads(sorted(gone))
-        now = time.time()
-        folder.write_device(keys.seal_device(DeviceFile(folder.device, now, sorted(stored))))
-        state = msgspec.structs.replace(state, last_push=now, pushed=len(missing))
+        with _folder_errors(folder):
+            folder.clean_stale()
+            stored, erased = self._vaults.sync_index(vault)
+            entries, _ = folder.scan()
+            on_disk = {entry.name: entry for entry in entries}
+            files = dict(state.files)
+            unsure = [revision_id for revision_id in sorted(stored) if not _known(files, on_disk, revision_id)]
+            written = 0
+            for start in range(0, len(unsure), 64):
+                for revision in self._vaults.sealed(vault, unsure[start : start + 64]):
+                    name = revision.id + PAYLOAD_SUFFIX
+                    data = keys.seal(revision)
+                    entry = on_disk.get(name)
+                    if entry is None or not _holds(folder, keys, entry, revision.id, len(data)):
+                        entry = folder.write_payload(revision.id, data)
+                        written += 1
+                        if self._between_writes is not None:
+                            self._between_writes()
+                    files[name] = _seen(entry, revision.id, None)
+            gone = {f"{revision_id}{PAYLOAD_SUFFIX}" for revision_id in erased} & on_disk.keys()
+            gone |= {name for name, seen in state.files.items() if seen.revision_id in erased}
+            folder.remove_payloads(sorted(gone))
+            now = time.time()
+            folder.write_device(keys.seal_device(DeviceFile(folder.device, now, sorted(stored))))
+        files = {name: seen for name, seen in files.items() if name not in gone}
+        state = msgspec.structs.replace(state, files=files, last_push=now, pushed=written, timer_error=None)
         self._save(vault, state)
         return state
 
     def pull(self, vault: VaultRow) -> tuple[SyncState, list[str]]:
-        """Import what the folder holds and this vault has not seen; returns the state and the records changed."""
+        """Import what the folder holds and this vault has not seen; returns the state and the records changed.
+
+        Raises:
+            MemoriesError: ``sync_folder_error``; what :meth:`state` raises.
+        """
         state = self.state(vault)
         folder, keys = self._open(vault, state)
-        entries, skipped = folder.scan()
-        stored, erased = self._vaults.sync_index(vault)
-        known = stored | erased
-        files: dict[str, FileSeen] = {}
-        arrived: dict[str, Revision] = {}
-        for entry in entries:
-            seen = state.files.get(entry.name)
-            if seen is not None and (seen.size, seen.mtime_ns) == (entry.size, entry.mtime_ns):
-                if seen.reason is not None:  # retried only when it changes
-                    files[entry.name] = msgspec.structs.replace(seen, unchanged=seen.unchanged + 1)
+        with _folder_errors(folder):
+            entries, skipped = folder.scan()
+            stored, erased = self._vaults.sync_index(vault)
+            known = stored | erased
+            files: dict[str, FileSeen] = {}
+            arrived: dict[str, Revision] = {}
+            for entry in entries:
+                seen = state.files.get(entry.name)
+                if seen is not None and seen.same_file(entry):
+                    if seen.reason is not None:  # retried only when it changes
+                        files[entry.name] = msgspec.structs.replace(seen, unchanged=seen.unchanged + 1)
+                        continue
+                    if seen.revision_id in known:
+                        files[entry.name] = seen
+                        continue
+                try:
+                    revision = keys.open(folder.read_payload(entry.name))
+                except FileNotFoundError:
                     continue
-                if seen.revision_id in known:
-                    files[entry.name] = seen
+                except BadPayload as exc:
+                    files[entry.name] = _seen(entry, None, exc.reason)
                     continue
-            try:
-                revision = keys.open(folder.read_payload(entry.name))
-            except FileNotFoundError:
-                continue
-            except BadPayload as exc:
-                files[entry.name] = FileSeen(entry.size, entry.mtime_ns, None, exc.reason)
-                continue
-            files[entry.name] = FileSeen(entry.size, entry.mtime_ns, revision.id, None)
-            if revision.id not in known:
-                arrived[revision.id] = revision
-        merged = self._vaults.merge(vault, list(arrived.values()))
-        devices, problems = self._devices(folder, keys)
+                if _named(entry.name) not in (None, revision.id):
+                    files[entry.name] = _seen(entry, None, "other_revision")
+                    continue
+                files[entry.name] = _seen(entry, revision.id, None)
+                if revision.id not in known:
+                    arrived[revision.id] = revision
+            merged = self._vaults.merge(vault, list(arrived.values()))
+            devices, problems = self._devices(folder, keys)
         skipped.extend(problems)
         in_folder = {seen.revision_id for seen in files.values() if seen.revision_id is not None}
+        in_folder |= {named for name, seen in files.items() if seen.reason is not None and (named := _named(name))}
         stored, erased = self._vaults.sync_index(vault)
         listed = {rid for device in devices for rid in device.revisions}
         state = msgspec.structs.replace(
@@ -226,6 +278,7 @@ class Sync:
             skipped=[(s.name, s.why) for s in skipped],
             not_local=len(listed - stored - erased - in_folder),
             waiting=len(merged.waiting),
+            timer_error=None,
         )
         self._save(vault, state)
         return state, merged.changed
@@ -238,10 +291,21 @@ class Sync:
             raise MemoriesError("invalid_argument", f"the sync folder {root} of vault {vault.name!r} is not there")
         return Folder(root, state.device), PayloadKeys(vault.id, self._keys.vault_key(vault))
 
+    def record_timer_error(self, vault: VaultRow, error: MemoriesError) -> None:
+        """Keep the failure of a timed sync in the vault's state (``sync status`` shows it); nothing when the vault
+        no longer syncs."""
+        raw = self._store.sync_state(vault.id)
+        if raw is not None:
+            state = msgspec.msgpack.decode(raw, type=SyncState)
+            timer_error = TimerError(error.code, error.message, time.time())
+            self._save(vault, msgspec.structs.replace(state, timer_error=timer_error))
+
     def _devices(self, folder: Folder, keys: PayloadKeys) -> tuple[list[DeviceFile], list[Skipped]]:
-        """Every device file (and conflict copy of one) that authenticates, and those that do not."""
-        found, problems = [], []
-        for device, copies in folder.device_files().items():
+        """Every device file (and conflict copy of one) that authenticates, and those that do not or were not
+        read (symbolic links)."""
+        files, problems = folder.device_files()
+        found = []
+        for device, copies in files.items():
             for data in copies:
                 try:
                     found.append(keys.open_device(device, data))
@@ -251,3 +315,56 @@ class Sync:
 
     def _save(self, vault: VaultRow, state: SyncState) -> None:
         self._store.put_sync_state(vault.id, msgspec.msgpack.encode(state))
+
+
+_NAMED = re.compile(r"[0-9a-f]{64}(?![0-9a-f])")
+
+
+def _named(file_name: str) -> str | None:
+    """The revision id a payload file is named after (``<id>.rev`` and its decorated copies), else ``None``."""
+    match = _NAMED.match(file_name)
+    return match.group() if match else None
+
+
+def _known(files: dict[str, FileSeen], on_disk: dict[str, Entry], revision_id: str) -> bool:
+    """The folder holds the payload of ``revision_id`` as a pull or push last saw it whole, unchanged since."""
+    entry = on_disk.get(revision_id + PAYLOAD_SUFFIX)
+    seen = files.get(revision_id + PAYLOAD_SUFFIX)
+    return (
+        entry is not None
+        and seen is not None
+        and seen.same_file(entry)
+        and seen.revision_id == revision_id
+        and seen.reason is None
+    )
+
+
+def _holds(folder: Folder, keys: PayloadKeys, entry: Entry, revision_id: str, size: int) -> bool:
+    """The file ``entry`` is the payload of ``revision_id``: the size push would write (bytes), then it
+    authenticates as that revision."""
+    if entry.size != size:
+        return False
+    try:
+        return keys.open(folder.read_payload(entry.name)).id == revision_id
+    except (FileNotFoundError, BadPayload):
+        return False
+
+
+@contextmanager
+def _folder_errors(folder: Folder) -> Iterator[None]:
+    """``sync_folder_error`` for a failure of the folder's file system, naming the folder and the file."""
+    try:
+        yield
+    except NotAFolder as exc:
+        raise MemoriesError(
+            "sync_folder_error",
+            f"{exc.skipped.name} in the sync folder {folder.root} is {exc.skipped.why}; make it a folder again",
+            {"folder": str(folder.root), "file": exc.skipped.name},
+        ) from None
+    except OSError as exc:
+        what = f" ({exc.filename})" if exc.filename is not None else ""
+        raise MemoriesError(
+            "sync_folder_error",
+            f"the sync folder {folder.root} failed: {exc.strerror or exc}{what}",
+            {"folder": str(folder.root), "errno": exc.errno},
+        ) from None

@@ -108,7 +108,7 @@ def test_records_revisions_conflicts_and_deletions_travel_between_two_daemons(
     status = b.ok("sync", "status", "notes", "--json")
     assert set(status) == {
         "vault", "folder", "device", "last_push", "last_pull", "imported", "pushed", "conflicts", "bad", "skipped",
-        "not_local", "waiting",
+        "not_local", "waiting", "timer_error",
     }  # fmt: skip
     for path in folder.rglob("*"):
         assert not path.name.endswith((".db", "-wal", "-shm", ".lock", ".sock"))

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import trio
+import trio.testing
 
 from memories import protocol as p
 from memories import worker_protocol as w
+from memories.config import SyncConfig
 from tests.fixtures.middle import Middle, running_middle
 
 SYNC_PASSPHRASE = "the sync passphrase"
@@ -50,3 +53,33 @@ async def test_a_pull_that_changes_the_vault_reindexes_it_in_the_background_with
         assert (await b.ok(p.SyncPull(vault="shared"))).imported == 1
         assert [job.state for job in await _index_jobs(b)] == ["done", "done"]
         assert b.index.vectors[joined.id] == {note.id, second.id}
+
+
+async def test_a_failing_timed_sync_is_shown_in_sync_status_and_the_timer_goes_on(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """An OS error from the folder during the timed sync escaped into the daemon's nursery and stopped the daemon
+    (issue 21 item 4): now it is logged, shown by `sync status`, and the next round runs."""
+    mock_clock.rate = 1.0  # real time, moved on by hand to the timer's next round
+    async with running_middle(tmp_path, sync=SyncConfig(interval_seconds=60)) as a:
+        folder = tmp_path / "shared"
+        await a.ok(p.SyncInit(vault="notes", folder=str(folder), passphrase=SYNC_PASSPHRASE))
+        note = await a.add("ferns grow in shade")
+        revision = (await a.ok(p.MemoryRead(vault="notes", id=note.id))).revision_id
+        (folder / "payloads" / f"{revision}.rev").mkdir()  # push renames its payload over a folder: EISDIR
+
+        async def after_a_round(done: Callable[[p.SyncReport], bool]) -> p.SyncReport:
+            mock_clock.jump(60)
+            with trio.fail_after(60):
+                while not done(report := await a.ok(p.SyncStatus(vault="notes"))):
+                    await trio.sleep(0.01)
+            return report
+
+        failed = await after_a_round(lambda report: report.timer_error is not None)
+        assert failed.timer_error is not None and failed.timer_error.code == "sync_folder_error"
+        assert str(folder) in failed.timer_error.message and failed.last_push is None
+        assert (await a.ok(p.Status())).locked is False  # the daemon still answers
+
+        (folder / "payloads" / f"{revision}.rev").rmdir()
+        repaired = await after_a_round(lambda report: report.last_push is not None)
+        assert repaired.timer_error is None and repaired.pushed == 1

@@ -15,6 +15,7 @@ from memories.daemon.vaults import Vaults
 from memories.errors import MemoriesError
 from memories.store import Store
 from memories.sync.engine import Sync
+from memories.sync.folder import SYMLINK
 from memories.sync.payload import PayloadKeys
 
 PASSPHRASE = "correct horse battery staple"
@@ -222,3 +223,71 @@ def test_one_folder_holds_one_vault_and_device_only_vaults_never_sync(tmp_path: 
     with pytest.raises(MemoriesError) as caught:
         a.sync.push(made_private)
     assert caught.value.code == "device_only_vault"
+
+
+def test_symlinks_in_the_folder_are_skipped_and_listed_and_never_stop_a_pull(pair: tuple[Device, Device, Path]) -> None:
+    """No passphrase needed: a symlink a sync tool carried into devices/ made every pull fail (issue 21 item 4)."""
+    a, b, folder = pair
+    first = a.add("first note")
+    a.push()
+    (folder / "devices" / f"{'c' * 16}.dev").symlink_to("/etc/passwd")
+    (folder / "payloads" / f"{'d' * 64}.rev").symlink_to("/etc/passwd")
+    state = b.pull()
+    assert b.ids() == {first} and state.imported == 1
+    assert sorted(state.skipped) == [(f"{'d' * 64}.rev", SYMLINK), (f"devices/{'c' * 16}.dev", SYMLINK)]
+
+    elsewhere = folder.parent / "elsewhere"
+    shutil.move(folder / "payloads", elsewhere)
+    (folder / "payloads").symlink_to(elsewhere)
+    assert b.pull().skipped == [("payloads", SYMLINK), (f"devices/{'c' * 16}.dev", SYMLINK)]
+    with pytest.raises(MemoriesError) as caught:
+        a.push()
+    assert caught.value.code == "sync_folder_error" and "payloads" in caught.value.message
+
+
+def test_push_rewrites_a_damaged_or_wrong_payload_and_a_wrong_one_is_bad(pair: tuple[Device, Device, Path]) -> None:
+    """A damaged payload was never repaired: the device holding the revision pushed `0 written` and the other device
+    never got the edit. Push checks each file it has not seen whole since (size, then authentication)."""
+    a, b, folder = pair
+    one, two = a.add("one"), a.add("two")
+    a.push()
+    paths = {
+        record: folder / "payloads" / f"{a.vaults.read(a.vault(), record, None).revision_id}.rev"
+        for record in (one, two)
+    }
+    whole = paths[one].read_bytes()
+    stat = paths[one].stat()
+    flipped = bytearray(whole)
+    flipped[-3] ^= 1
+    paths[one].write_bytes(bytes(flipped))
+    os.utime(paths[one], ns=(stat.st_atime_ns, stat.st_mtime_ns))  # a sync tool keeps the sender's time
+    paths[two].write_bytes(paths[one].read_bytes()[:-5])
+    assert b.pull().imported == 0
+    a.push()
+    assert a.sync.state(a.vault()).pushed == 2 and paths[one].read_bytes() != bytes(flipped)
+    assert b.pull().imported == 2 and b.ids() == {one, two}
+    a.push()
+    assert a.sync.state(a.vault()).pushed == 0  # nothing changed: nothing written
+
+    # A file named after one revision that holds another: bad, not a revision still on its way; push rewrites it.
+    paths[one].write_bytes(paths[two].read_bytes())
+    edited = a.add("three")
+    a.push()
+    third = folder / "payloads" / f"{a.vaults.read(a.vault(), edited, None).revision_id}.rev"
+    third.write_bytes(paths[two].read_bytes())
+    paths[one].write_bytes(whole)
+    state = b.pull()
+    assert [(bad.file, bad.reason) for bad in state.bad] == [(third.name, "other_revision")]
+    assert state.not_local == 0 and edited not in b.ids()
+    a.push()
+    assert a.sync.state(a.vault()).pushed == 1
+    assert b.pull().imported == 1 and edited in b.ids()
+
+
+def test_a_failure_of_the_folder_is_sync_folder_error(pair: tuple[Device, Device, Path]) -> None:
+    a, _, folder = pair
+    record = a.add("note")
+    (folder / "payloads" / f"{a.vaults.read(a.vault(), record, None).revision_id}.rev").mkdir()
+    with pytest.raises(MemoriesError) as caught:
+        a.push()  # renaming the payload over a folder: EISDIR
+    assert caught.value.code == "sync_folder_error" and str(folder) in caught.value.message

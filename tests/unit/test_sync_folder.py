@@ -4,6 +4,7 @@ ones that are not, whole-file writes, the sync tools' own files, and the vault k
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import msgspec
@@ -11,7 +12,7 @@ import pytest
 
 from memories import crypto
 from memories.errors import MemoriesError
-from memories.sync.folder import Folder, check_placement
+from memories.sync.folder import SYMLINK, Folder, NotAFolder, check_placement
 from memories.sync.payload import (
     BadPayload,
     DeviceFile,
@@ -82,8 +83,8 @@ def test_writes_are_whole_and_only_this_devices_stale_temp_files_are_cleaned(tmp
     folder = Folder(tmp_path / "sync", DEVICE)
     folder.create(b"vault file")
     revision = _revision(keys.vault_key)
-    folder.write_payload(revision.id, keys.seal(revision))
-    assert folder.payload_names() == {revision.id}
+    written = folder.write_payload(revision.id, keys.seal(revision))
+    assert folder.scan() == ([written], []) and written.name == f"{revision.id}.rev"
     payloads = tmp_path / "sync" / "payloads"
     (payloads / f".memories-{DEVICE}-{revision.id}.rev.tmp").write_bytes(b"half")
     (payloads / f".memories-{'b' * 16}-x.rev.tmp").write_bytes(b"another device's")
@@ -144,3 +145,35 @@ def test_a_folder_inside_the_home_or_around_it_is_refused_and_a_synced_home_warn
     (tmp_path / "synced" / ".stfolder").mkdir()
     [warning] = check_placement(tmp_path / "elsewhere", home)
     assert ".stfolder" in warning
+
+
+def test_symbolic_links_are_never_followed(tmp_path: Path, keys: PayloadKeys) -> None:
+    """Syncthing carries symlinks: one in payloads/ or devices/, or either folder being one, is skipped and listed,
+    never read or written through (issue 21 item 4)."""
+    folder = Folder(tmp_path / "sync", DEVICE)
+    folder.create(b"vault file")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_text("not a payload")
+    payloads, devices = tmp_path / "sync" / "payloads", tmp_path / "sync" / "devices"
+    (payloads / "link.rev").symlink_to(outside / "secret")
+    (devices / f"{'b' * 16}.dev").symlink_to(outside / "secret")
+    folder.write_device(keys.seal_device(DeviceFile(DEVICE, 1.0, [])))
+    assert folder.scan() == ([], [("link.rev", SYMLINK)])
+    found, skipped = folder.device_files()
+    assert list(found) == [DEVICE] and skipped == [(f"devices/{'b' * 16}.dev", SYMLINK)]
+
+    for name in ("payloads", "devices"):
+        shutil.rmtree(tmp_path / "sync" / name)
+        (tmp_path / "sync" / name).symlink_to(outside)
+    assert folder.scan() == ([], [("payloads", SYMLINK)])
+    assert folder.device_files() == ({}, [("devices", SYMLINK)])
+    revision = _revision(keys.vault_key)
+    with pytest.raises(NotAFolder):
+        folder.write_payload(revision.id, keys.seal(revision))
+    with pytest.raises(NotAFolder):
+        folder.write_device(b"device")
+    assert folder.clean_stale() == 0 and sorted(p.name for p in outside.iterdir()) == ["secret"]
+    (tmp_path / "sync" / "devices").unlink()
+    (tmp_path / "sync" / "devices").write_text("a file where a folder belongs")
+    assert folder.device_files() == ({}, [("devices", "not a folder")])
