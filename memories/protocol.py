@@ -18,9 +18,10 @@ from typing import Any, Literal, TypeVar
 
 import msgspec
 
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 4
 """2: the daemon sends :class:`Heartbeat` frames while a request runs. 3: ``rag ask`` and ``memory_ask`` replies
-say ``answer_truncated`` (a client of 3 cannot read the replies of a daemon of 2: ``restart it`` says so)."""
+say ``answer_truncated`` (a client of 3 cannot read the replies of a daemon of 2: ``restart it`` says so).
+4: :class:`ToolStatus`, which a daemon of 3 cannot read."""
 
 HEARTBEAT_SECONDS = 1.0
 """While a request runs the daemon sends a frame (progress or :class:`Heartbeat`) at least this often."""
@@ -313,7 +314,13 @@ class ToolAsk(_Message):
     cards_only: bool = False
 
 
-ToolCall = ToolSearch | ToolRead | ToolRetrieve | ToolAsk
+class ToolStatus(_Message):
+    """What an MCP server tells its client about its grant (the server's instructions, ``memory_ask``'s
+    ``openWorldHint``): any valid grant may ask, whatever its scope, and the answer never builds a cache or embeds
+    (:class:`ToolStatusReport`)."""
+
+
+ToolCall = ToolSearch | ToolRead | ToolRetrieve | ToolAsk | ToolStatus
 
 
 class Granted(_Message):
@@ -852,6 +859,23 @@ class ToolAskReport(_Message):
     omitted: int
 
 
+class ToolStatusReport(_Message):
+    """:class:`ToolStatus`: nothing secret and no titles. ``generation``: ``none`` (no ``[rag.generation]``,
+    ``memory_ask`` fails), ``device`` (a loopback service) or ``remote`` (its URL leaves the machine). While the
+    home is ``locked`` nothing else is known. Else the grant's vault (its name) and ``scope``, the vault's
+    retrieval-eligible ``records``, whether an embedding backend is ``model`` available (the local model installed,
+    or a remote service), and ``embedded``: the share of the vault's chunks that have a vector (0 to 1) when its
+    cache is warm and the vector space is loaded, else null (unknown until a search builds the cache)."""
+
+    locked: bool
+    generation: Literal["none", "device", "remote"]
+    vault: str | None = None
+    scope: list[GrantScope] = []
+    records: int | None = None
+    model: bool | None = None
+    embedded: float | None = None
+
+
 class SyncBadFile(msgspec.Struct):
     """A payload file a pull could not import: ``reason`` ``truncated``, ``tampered`` (an ``integrity_error``),
     ``other_key``, ``not_a_payload`` or ``other_revision`` (named after another revision than it holds);
@@ -931,6 +955,7 @@ Result = (
     | ToolSearchReport
     | ToolRetrieveReport
     | ToolAskReport
+    | ToolStatusReport
     | SyncReport
     | SyncJoined
 )

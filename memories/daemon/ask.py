@@ -84,6 +84,12 @@ class Asking:
         """``[rag.generation]`` is set; without it every ask fails with ``generation_not_configured``."""
         return self._rag.generation is not None
 
+    @property
+    def egress_url(self) -> str | None:
+        """Where an ask sends vault text: ``[rag.generation] url`` (``None`` when it is not configured)."""
+        generation = self._rag.generation
+        return generation.url if generation is not None else None
+
     async def ask(self, request: p.RagAsk, ctx: RequestContext) -> p.AskReport:
         """Answer ``request.question`` from the vault (see the module docstring).
 

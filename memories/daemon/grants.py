@@ -233,8 +233,9 @@ class Grants:
         for grant_id in ids:
             self._auth_epochs[grant_id] = self.auth_epoch(grant_id) + 1
 
-    def authorize(self, token: str, tool: p.GrantScope) -> Authorized:
+    def authorize(self, token: str, tool: p.GrantScope | None) -> Authorized:
         """Check an MCP call in the documented order (see the module docstring); the grant's vault when it passes.
+        ``tool`` ``None`` is a status request (:class:`~memories.protocol.ToolStatus`), which any scope covers.
 
         Raises:
             MemoriesError: ``grant_invalid``, ``grant_expired``, ``grant_revoked``, ``scope_denied``,
@@ -256,7 +257,7 @@ class Grants:
         self._check_time(terms.expires, now)
         if row.revoked is not None:
             raise _revoked()
-        if tool not in terms.scope:
+        if tool is not None and tool not in terms.scope:
             raise MemoriesError(
                 "scope_denied", f"this grant allows {', '.join(terms.scope)}; memory_{tool} is not among them"
             )

@@ -7,6 +7,11 @@ the daemon's clock, lock) is one of the guards of each job's acceptance check (:
 result that finishes after the grant stopped holding is dropped, never sent. A read runs no job; its page is
 checked the same way before it is sent.
 
+A status request (:class:`~memories.protocol.ToolStatus`, the MCP server's instructions) is answered from what
+the daemon already knows: ``rag status``'s counts (the index worker's cache only when it is warm; nothing is built
+or embedded) and whether ``[rag.generation]`` leaves the machine. Any valid grant may ask, whatever its scope; while
+the home is locked the answer says only that (and the generation kind, from the config).
+
 No existence oracle: a record that is not retrieval-eligible (private, credential, file; judged on its latest
 revision and on the revision asked for), a deleted one, one of another vault and an id that never existed all
 give the same ``record_not_found`` message. Searches only ever see eligible records, so their counts reveal
@@ -15,12 +20,15 @@ nothing outside the grant.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import msgspec
 
 from memories import protocol as p
 from memories.caps import SNIPPET_STEPS, Cost, cost_of, cut_text, fit_hits, page
 from memories.daemon.ask import Asking
 from memories.daemon.context import Handlers, RequestContext
+from memories.daemon.egress import leaves_device
 from memories.daemon.grants import Grants
 from memories.daemon.jobs import Job
 from memories.daemon.retrieval import Retrieval
@@ -29,11 +37,12 @@ from memories.daemon.vaults import Vaults, is_eligible, split_tags
 from memories.errors import MemoriesError
 from memories.store import VaultRow
 
-_SCOPE: dict[type, p.GrantScope] = {
+_SCOPE: dict[type, p.GrantScope | None] = {
     p.ToolSearch: "search",
     p.ToolRead: "read",
     p.ToolRetrieve: "retrieve",
     p.ToolAsk: "ask",
+    p.ToolStatus: None,
 }
 
 
@@ -80,6 +89,8 @@ class Tools:
                 call the grant stopped covering while it ran), then those of the search or read
                 (``record_not_found``, ``limit_too_large``, ``query_too_long``, ...).
         """
+        if isinstance(request.call, p.ToolStatus):
+            return await self._status(request.token)
         authorized = await self._store.run(self._grants.authorize, request.token, _SCOPE[type(request.call)])
         guard = self._grants.guard(authorized)
         running = self._running.setdefault(authorized.grant_id, set())
@@ -103,6 +114,31 @@ class Tools:
         if stopped is not None:
             raise stopped
         return result
+
+    async def _status(self, token: str) -> p.ToolStatusReport:
+        url = self._asking.egress_url
+        generation: Literal["none", "device", "remote"] = "none"
+        if url is not None:
+            generation = "remote" if leaves_device(url) else "device"
+        try:
+            authorized = await self._store.run(self._grants.authorize, token, None)
+        except MemoriesError as exc:
+            if exc.code != "vault_locked":  # the token is valid (it is judged before the lock)
+                raise
+            return p.ToolStatusReport(locked=True, generation=generation)
+        state = await self._retrieval.status(p.RagStatus(vault=authorized.vault.id), RequestContext())
+        embedded = None
+        if state.cache == "warm" and state.model.space_key is not None:
+            embedded = state.embedded / state.chunks if state.chunks else 1.0
+        return p.ToolStatusReport(
+            locked=False,
+            generation=generation,
+            vault=authorized.vault.name,
+            scope=authorized.scope,
+            records=state.records,
+            model=state.model.installed,
+            embedded=embedded,
+        )
 
     async def _answer(self, call: p.ToolCall, vault: VaultRow, ctx: RequestContext) -> p.Result:
         if isinstance(call, p.ToolSearch):
