@@ -77,6 +77,21 @@ class CryptoConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     kdf_lanes: Annotated[int, msgspec.Meta(ge=1, le=64)] = 4
 
 
+def weak_kdf_warning(crypto: CryptoConfig, path: str) -> str | None:
+    """The warning for a ``[crypto]`` that lowers Argon2id's memory or iterations below the default (RFC 9106's
+    second recommendation), which makes every passphrase it protects cheaper to guess (fewer lanes cost an attacker
+    nothing, so they are not counted); ``None`` at or above it. Tests lower it on purpose; a person rarely should."""
+    default = CryptoConfig()
+    if crypto.kdf_memory_kib >= default.kdf_memory_kib and crypto.kdf_iterations >= default.kdf_iterations:
+        return None
+    return (
+        f"{path} lowers Argon2id below its default ([crypto] kdf_memory_kib = {crypto.kdf_memory_kib}, "
+        f"kdf_iterations = {crypto.kdf_iterations}; the default is {default.kdf_memory_kib} and "
+        f"{default.kdf_iterations}): a passphrase set with it is cheaper to guess; remove [crypto] unless this home "
+        "is only for tests"
+    )
+
+
 class HttpConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """``[rag.http]`` (R-37): proxy, retries and timeouts of every outbound request.
 

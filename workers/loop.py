@@ -34,7 +34,7 @@ from memories import worker_protocol as w
 from memories.errors import MemoriesError
 from memories.framing import read_frame_fd, write_frame_fd
 from memories.hardening import dumpable, harden_process
-from memories.logs import log_failure
+from memories.logs import configure_worker_logging, log_failure
 from memories.testing import HoldStep, load_hooks
 
 Handler = Callable[[Any, "Context"], Any]
@@ -159,7 +159,7 @@ def run_worker(name: str, handlers: dict[type, Handler], threads: int = 1) -> No
 
     ``threads`` handlers take requests from the queue at once (handlers must then be thread-safe).
     """
-    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {name}[%(process)d] %(levelname)s %(message)s")
+    configure_worker_logging(name)
     harden_process()  # before the first request can hand us plaintext
     in_fd, out_fd = int(sys.argv[1]), int(sys.argv[2])
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C on `daemon run` is the supervisor's to handle

@@ -16,6 +16,9 @@ def mcp(json_mode: bool, home: str | None, config: str | None) -> None:
 @command(mcp)
 def serve(session: Session) -> None:
     """Serve MCP on stdin/stdout with the grant token in MEMORIES_GRANT_TOKEN; ends when stdin ends."""
+    from memories.hardening import harden_process
+
+    harden_process()  # first, as the daemon does: it holds the grant token and the notes it relays
     from memories.mcp.server import serve as run
 
     run(session.home)

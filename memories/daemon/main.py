@@ -16,7 +16,7 @@ from pathlib import Path
 import msgspec
 import trio
 
-from memories.config import load_config
+from memories.config import load_config, weak_kdf_warning
 from memories.daemon.supervisor import Daemon
 from memories.errors import MemoriesError
 from memories.hardening import harden_process
@@ -50,6 +50,9 @@ def run_daemon(home: Home) -> None:
         format="%(asctime)s daemon[%(process)d] %(name)s %(levelname)s %(message)s",
     )
     config = load_config(Path(home.config_path))
+    weak = weak_kdf_warning(config.crypto, home.config_path)
+    if weak:
+        log.warning("%s", weak)
     repaired = repair_model_folders(home, config.rag.local_model_dir)
     if repaired:
         log.info("gave the owner's permissions back to %d model folder(s) under %s", len(repaired), home.models_dir)

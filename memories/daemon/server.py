@@ -1,5 +1,11 @@
 """The client socket: accept connections, decode one :class:`~memories.protocol.Envelope`, stream the answer.
 
+A connection is served only if its peer runs as the daemon's own user (``SO_PEERCRED``, as the client checks the
+daemon's): the socket's mode already keeps other users out, and this holds even if it did not. A connection must
+send its complete request within :data:`FIRST_REQUEST_SECONDS` of connecting, or it is closed; beyond
+:data:`MAX_CONNECTIONS` open at once a new one is answered ``daemon_busy``. Neither cuts a request in progress: a
+long search or index build has no deadline here once its request has arrived (its job has a budget).
+
 Each connection carries one request. While its job runs, progress events go out as they happen (a bounded queue;
 progress is lossy, the reply is not), a :class:`~memories.protocol.Heartbeat` goes out every
 :data:`~memories.protocol.HEARTBEAT_SECONDS` (so the client can tell a long job from a stopped daemon), and a
@@ -14,6 +20,7 @@ import logging
 import os
 import socket
 import stat
+import struct
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -30,6 +37,16 @@ from memories.logs import log_failure
 log = logging.getLogger("memories.server")
 
 _PROGRESS_QUEUE = 64
+
+FIRST_REQUEST_SECONDS = 30.0
+"""A connection that has not sent a complete request this long after connecting is closed: an idle or trickling
+client must not hold a connection (and a file descriptor) forever."""
+
+MAX_CONNECTIONS = 100
+"""Connections served at once; one more is answered ``daemon_busy`` and closed (the CLI and MCP clients use one per
+request and close it)."""
+
+_PEER_CREDENTIALS = struct.Struct("3i")  # struct ucred: pid, uid, gid (Linux)
 
 
 class Answering:
@@ -125,11 +142,13 @@ async def serve_socket(
     handle: Handler,
     warnings: Callable[[], list[str]],
     answering: Answering | None = None,
+    owner_uid: int | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Listen on the unix socket ``path`` (mode 0600 inside an owner-only folder) and serve forever.
 
-    ``answering`` (a fresh one when not given) tracks the connections waiting for a job's answer.
+    ``answering`` (a fresh one when not given) tracks the connections waiting for a job's answer. ``owner_uid``
+    (default: this process's user) is the only user whose connections are served.
 
     Raises:
         MemoriesError: ``daemon_start_failed`` when something other than an old socket occupies ``path``.
@@ -143,15 +162,52 @@ async def serve_socket(
     os.chmod(path, 0o600)
     sock.listen(64)
     listener = trio.SocketListener(sock)
+    owner = os.getuid() if owner_uid is None else owner_uid
     task_status.started()
+    open_connections = 0
 
     async def serve_one(stream: trio.SocketStream) -> None:
-        await _serve_one(stream, handle, warnings, answering)
+        nonlocal open_connections
+        if not _peer_is(stream, owner):
+            await stream.aclose()
+            return
+        if open_connections >= MAX_CONNECTIONS:
+            await _refuse_busy(stream)
+            return
+        open_connections += 1
+        try:
+            await _serve_one(stream, handle, warnings, answering)
+        finally:
+            open_connections -= 1
 
     try:
         await trio.serve_listeners(serve_one, [listener])
     finally:
         path.unlink(missing_ok=True)
+
+
+def _peer_is(stream: trio.SocketStream, uid: int) -> bool:
+    """Whether the process at the other end of ``stream`` runs as ``uid`` (``SO_PEERCRED``; where the platform has
+    no such option the socket's mode is the only check). A refusal is logged with the peer's pid and uid."""
+    if not hasattr(socket, "SO_PEERCRED"):
+        return True
+    raw = stream.socket.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEER_CREDENTIALS.size)
+    pid, peer_uid, _ = _PEER_CREDENTIALS.unpack(raw)
+    if peer_uid == uid:
+        return True
+    log.warning("refused a connection from process %d of another user (uid %d)", pid, peer_uid)
+    return False
+
+
+async def _refuse_busy(stream: trio.SocketStream) -> None:
+    """Answer ``daemon_busy`` without reading the request (one small frame: it fits the socket's buffer), close."""
+    failure = p.Failure(
+        code="daemon_busy",
+        message=f"the daemon is serving {MAX_CONNECTIONS} connections at once; try again in a moment",
+    )
+    with trio.move_on_after(1), contextlib.suppress(*_HANGUP, OSError):
+        await FrameStream(stream, stream, MAX_CLIENT_FRAME).send(msgspec.msgpack.encode(failure))
+    await stream.aclose()
 
 
 def _clear_socket_path(path: Path) -> None:
@@ -182,7 +238,12 @@ async def _serve_one(
     conn = Connection(frames, answering)
     try:
         try:
-            raw = await frames.receive()
+            raw: bytes | None = None
+            with trio.move_on_after(FIRST_REQUEST_SECONDS) as first:
+                raw = await frames.receive()
+            if first.cancelled_caught:  # no whole request in time: closed without a word (no client does this)
+                log.info("a connection sent no complete request within %g s; closed it", FIRST_REQUEST_SECONDS)
+                return
             if raw is None:
                 return
             envelope = _decode(raw)

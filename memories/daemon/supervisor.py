@@ -37,7 +37,7 @@ from typing import Any
 import trio
 
 from memories import protocol as p
-from memories.config import Config
+from memories.config import Config, weak_kdf_warning
 from memories.daemon.ask import Asking
 from memories.daemon.backends import embedding_backend
 from memories.daemon.cache_sync import CacheSync
@@ -75,10 +75,20 @@ CANCEL_WAIT_SECONDS = 5.0
 """How long ``jobs cancel`` waits for the job to end before it answers with the job's state."""
 
 
-def worker_environments() -> dict[str, dict[str, str]]:
-    """Each worker's environment: the daemon's, unbuffered; the embedding worker's with ONNX Runtime telemetry off."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return {"index": env, "embedding": {**env, **TELEMETRY_ENVIRONMENT}, "remote": env}
+PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
+"""Where a proxy's credentials may be (``config.toml`` never holds them): for the remote worker only."""
+
+
+def worker_environments(config: Config, environ: dict[str, str] | None = None) -> dict[str, dict[str, str]]:
+    """Each worker's environment: the daemon's (``environ``, default ``os.environ``), unbuffered; the embedding
+    worker's with ONNX Runtime telemetry off. The variables that hold secrets — every ``api_key_env`` the config
+    names and the proxy variables — reach only the remote worker, the one that calls providers: the index and
+    embedding workers are handed note text and run parsers and a model on it, and need no key."""
+    env = {**(os.environ if environ is None else environ), "PYTHONUNBUFFERED": "1"}
+    rag = config.rag
+    secrets = {e.api_key_env for e in (rag.embedding, rag.generation, rag.rerank) if e is not None and e.api_key_env}
+    local = {name: value for name, value in env.items() if name not in secrets and name not in PROXY_VARIABLES}
+    return {"index": local, "embedding": {**local, **TELEMETRY_ENVIRONMENT}, "remote": env}
 
 
 class Daemon:
@@ -102,7 +112,7 @@ class Daemon:
         self.grants = Grants(store, keyring, grant_clock(hooks))
         self.epochs = Epochs()
         self.jobs = JobManager(self.epochs, lambda: self.config.daemon.job_budget_seconds, lambda: keyring.locked)
-        self.workers = WorkerSet(spawn or process_spawner(worker_environments(), log_file, home.root))
+        self.workers = WorkerSet(spawn or process_spawner(worker_environments(config), log_file, home.root))
         rag = config.rag
         manifest = model_manifest(hooks.model_manifest if hooks else None)
         self.models = Models(
@@ -338,6 +348,9 @@ class Daemon:
     async def _init(self, request: p.Init, ctx: RequestContext) -> p.Result:
         init = functools.partial(self.store.keyring.init, allow_short=request.allow_short)
         await self.store.run(init, request.passphrase, self.config.crypto)
+        weak = weak_kdf_warning(self.config.crypto, self.home.config_path)
+        if weak:
+            ctx.warn(weak)
         return p.Done(ok=True, locked=False)
 
     async def _unlock(self, request: p.Unlock, ctx: RequestContext) -> p.Result:

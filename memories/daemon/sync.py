@@ -19,7 +19,7 @@ from pathlib import Path
 import trio
 
 from memories import protocol as p
-from memories.config import Config
+from memories.config import Config, weak_kdf_warning
 from memories.daemon.cache_sync import CacheSync
 from memories.daemon.context import Handlers, RequestContext
 from memories.daemon.indexing import Indexing
@@ -81,6 +81,9 @@ class SyncRequests:
         ctx.warnings.extend(
             await self._store.run(init, vault, Path(request.folder), request.passphrase, self._config.crypto)
         )
+        weak = weak_kdf_warning(self._config.crypto, "the daemon's config")
+        if weak:
+            ctx.warn(weak)
         return _report(vault, await self._store.run(self.engine.state, vault))
 
     async def _join(self, request: p.SyncJoin, ctx: RequestContext) -> p.Result:
