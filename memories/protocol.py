@@ -963,7 +963,7 @@ Result = (
 
 class Progress(_Message):
     """A progress event, streamed before the final reply; ``unit`` is ``files``, ``chunks`` or ``bytes``;
-    ``note`` says what is happening besides (``"retrying in 1 s after HTTP 503 (attempt 2 of 3)"``), else null."""
+    ``note`` says what is happening besides (``"retrying 2/3 after 503, waiting 1 s"``), else null."""
 
     job_id: int
     done: int

@@ -235,10 +235,17 @@ class RemoteVectors(_Message):
     failed: dict[int, str] = {}
 
 
+StructuredOutput = Literal["json_schema", "json_object", "none"]
+"""How much a generation request asks the server to constrain its reply: the answer schema, any JSON object, or
+nothing (the system prompt alone asks for the object); :mod:`memories.models.generation` says what each sends."""
+
+
 class GeneratedText(_Message):
-    """:class:`Generate` done: the reply text (no thought parts, no reasoning fields)."""
+    """:class:`Generate` done: the reply text (no thought parts, no reasoning fields) and the structured output the
+    request that got it asked for (after any step down)."""
 
     text: str
+    structured_output: StructuredOutput
 
 
 class RerankOrder(_Message):
@@ -443,12 +450,19 @@ class RemoteEmbed(WorkerRequest[RemoteVectors]):
 
 
 class Generate(WorkerRequest[GeneratedText]):
-    """One ``rag ask`` call of the ``[rag.generation]`` service with the prepared user message."""
+    """One ``rag ask`` call of the ``[rag.generation]`` service with the prepared user message and the labels of
+    its sources, asking first for ``structured_output``; ``probing``: the service has not answered this daemon yet
+    (:class:`memories.models.generation.StructuredOutputLadder`).
+
+    A failure after a step down carries the level reached in ``details["structured_output"]``."""
 
     service: GenerationConfig
     http: HttpConfig
     user: str
+    labels: list[str]
     budget_seconds: float
+    structured_output: StructuredOutput = "json_schema"
+    probing: bool = True
 
 
 class Rerank(WorkerRequest[RerankOrder]):
@@ -519,7 +533,7 @@ class WorkerHello(_Message):
 
 class WorkerProgress(_Message):
     """Progress of request ``id``: ``done`` of ``total`` (``None``: unknown) ``unit``, and a ``note`` on what is
-    happening besides (``"retrying in 1 s after HTTP 503 (attempt 2 of 3)"``), relayed to the client as
+    happening besides (``"retrying 2/3 after 503, waiting 1 s"``), relayed to the client as
     :class:`~memories.protocol.Progress`."""
 
     id: int

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
 import httpx
 import msgspec
@@ -20,6 +21,7 @@ import numpy as np
 
 from memories import worker_protocol as w
 from memories.config import HttpConfig
+from memories.errors import MemoriesError
 from memories.http.api import Endpoint, post_json
 from memories.http.client import build_client
 from memories.http.retry import Deadline, RetryPolicy
@@ -94,26 +96,39 @@ def embed(request: w.RemoteEmbed, ctx: Context) -> w.RemoteVectors:
 
 
 def generate(request: w.Generate, ctx: Context) -> w.GeneratedText:
-    """One generation call; the reply text of a complete answer (``invalid_model_output`` otherwise)."""
+    """One generation call; the reply text of a complete answer (``invalid_model_output`` otherwise).
+
+    A refusal of the structured output asked for steps down a level and asks again, as a retry
+    (:class:`~memories.models.generation.StructuredOutputLadder`); each retry is a progress note.
+    """
     config = request.service
     client, policy = _client(request.http)
-    if config.protocol == "gemini":
-        endpoint = Endpoint("rag.generation", config.url, "x-goog-api-key", config.api_key_env)
-        body = generation.gemini_request(request.user, max_output_tokens=config.max_output_tokens)
-    else:
-        endpoint = Endpoint("rag.generation", config.url, "bearer", config.api_key_env)
-        body = generation.compatible_request(
-            config.model,
-            request.user,
-            max_output_tokens=config.max_output_tokens,
-            max_tokens_field=config.max_tokens_field,
+    wire = generation.wire_format(config.protocol)
+    ladder = generation.StructuredOutputLadder(wire, request.structured_output, probing=request.probing)
+
+    def body() -> dict[str, Any]:
+        return wire.request(config, request.user, request.labels, ladder.level)
+
+    def fallback(status: int, message: str, error: Any) -> dict[str, Any] | None:
+        return body() if ladder.refused(status, message, error) else None
+
+    try:
+        reply = post_json(
+            client,
+            wire.endpoint(config),
+            body(),
+            policy=policy,
+            deadline=_deadline(request.budget_seconds),
+            cancelled=ctx.cancelled,
+            on_retry=lambda note: ctx.progress(0, None, "seconds", note=note),
+            fallback=fallback,
         )
-    reply = post_json(
-        client, endpoint, body, policy=policy, deadline=_deadline(request.budget_seconds), cancelled=ctx.cancelled
-    )
-    if config.protocol == "gemini":
-        return w.GeneratedText(text=generation.gemini_text(reply, config.max_output_tokens))
-    return w.GeneratedText(text=generation.compatible_text(reply, config.max_output_tokens))
+        text = wire.text(reply, config.max_output_tokens)
+    except MemoriesError as exc:
+        if ladder.level != request.structured_output:
+            exc.details["structured_output"] = ladder.level
+        raise
+    return w.GeneratedText(text=text, structured_output=ladder.level)
 
 
 def rerank_documents(request: w.Rerank, ctx: Context) -> w.RerankOrder:

@@ -136,7 +136,7 @@ class _ProgressBar:
     """A rich progress bar on stderr (rich is imported only here, never on a plain command's start-up path).
 
     Byte counts (model downloads) show size, rate and ETA; item counts (files, chunks) show done/total and ETA;
-    an event's note (``retrying in 1 s after HTTP 503 ...``) shows beside the unit until the next event.
+    an event's note (``retrying 2/3 after 503, waiting 1 s``) shows beside the unit until the next event.
     """
 
     def __init__(self) -> None:

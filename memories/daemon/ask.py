@@ -14,6 +14,10 @@ source. A reply that arrives after lock, a revoke or a cancel is dropped (the jo
 check, :mod:`memories.daemon.jobs`). Retrying generation may add provider cost; retries stay within
 ``[rag.http] retries``, and malformed output is never retried.
 
+**Structured output** is asked for as the server took it before in this daemon's run, per ``(url, model)``
+(:attr:`Asking.structured_output`): ``json_schema`` first, one level less after each refusal
+(:class:`memories.models.generation.StructuredOutputLadder`), remembered once the server answers or refuses.
+
 **A vault change during an ask generates again only when what the model was shown changed.** Each generation may
 be a paid call, so the job keeps the reply it paid for. When the vault's epoch moved meanwhile (a note added, an
 ingest in progress, a sync), the acceptance check runs the job again, and that run first checks every chunk the
@@ -28,6 +32,7 @@ was generated, all of them still held.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast, get_args
 
 from memories import protocol as p
 from memories import worker_protocol as w
@@ -45,6 +50,8 @@ from memories.errors import MemoriesError
 from memories.limits import check_result_limit
 from memories.rag.answers import Source, parse_answer, select_sources, user_prompt
 from memories.store import VaultRow
+
+STRUCTURED_OUTPUTS = frozenset(get_args(w.StructuredOutput))
 
 
 class Asking:
@@ -74,6 +81,8 @@ class Asking:
         self._rag = rag
         self._config_path = config_path
         self._default_budget = default_budget
+        self.structured_output: dict[tuple[str, str], w.StructuredOutput] = {}
+        """``(url, model)`` → the structured output that server took last (or stepped down to) in this run."""
 
     def handlers(self) -> Handlers:
         """The requests this module answers."""
@@ -129,20 +138,43 @@ class Asking:
             if not hits:
                 return _insufficient(mode, "retrieval")
             sources = select_sources([(hit.title, hit.text) for hit in hits], generation.max_context_chars)
-            body = w.Generate(
-                service=generation,
-                http=self._rag.http,
-                user=user_prompt(request.question, sources),
-                budget_seconds=request_budget(job, self._default_budget),
-            )
-            self._remote.handed_vault_text()
-            # The reply is kept even when the vault changed meanwhile; the acceptance check then runs the job
-            # again, and that run keeps it if the chunks it was shown are still held.
-            reply = await job.call(self._remote, body, epoch=False)
+            reply = await self._generate(job, generation, request.question, sources)
             generated = _Generated(mode, sources, hits[: len(sources)], reply.text)
             return generated.report()
 
         return await self._jobs.run(job, work)
+
+    async def _generate(
+        self, job: VaultJob, generation: GenerationConfig, question: str, sources: list[Source]
+    ) -> w.GeneratedText:
+        """One generation request, asking for the structured output this server took before (module docstring).
+
+        Raises:
+            MemoriesError: the service's failures, ``budget_exceeded``.
+        """
+        server = (generation.url, generation.model)
+        known = self.structured_output.get(server)
+        body = w.Generate(
+            service=generation,
+            http=self._rag.http,
+            user=user_prompt(question, sources),
+            labels=[source.label for source in sources],
+            budget_seconds=request_budget(job, self._default_budget),
+            structured_output=known or "json_schema",
+            probing=known is None,
+        )
+        self._remote.handed_vault_text()
+        try:
+            # The reply is kept even when the vault changed meanwhile; the acceptance check then runs the job
+            # again, and that run keeps it if the chunks it was shown are still held.
+            reply = await job.call(self._remote, body, epoch=False)
+        except MemoriesError as exc:
+            reached = exc.details.get("structured_output")
+            if reached in STRUCTURED_OUTPUTS:
+                self.structured_output[server] = cast(w.StructuredOutput, reached)
+            raise
+        self.structured_output[server] = reply.structured_output
+        return reply
 
     async def _vault(self, ref: str, generation: GenerationConfig) -> VaultRow:
         """The vault ``ref`` names, unlocked, refused when it is device-only and generation leaves the device.

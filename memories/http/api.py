@@ -8,6 +8,7 @@
         429, 5xx       -> retried (TransientFailure; delay from Retry-After or Gemini's RetryInfo)
         401, 403       -> auth_failed
         other 4xx      -> upstream_error quoting the server's message (details: status, server_message)
+        a refusal the caller's fallback answers with another body -> that body at once, as a retry
 
 The server's message is quoted because it is how a service states its limits ("batch size 60 > maximum allowed
 batch size 32", "input is too long"); callers such as :mod:`memories.models.remote_embedding` read it to
@@ -19,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,6 +72,13 @@ class Endpoint:
         return headers
 
 
+Fallback = Callable[[int, str, Any], Mapping[str, Any] | None]
+"""Called with the status, the server's message (:func:`server_message`) and the decoded body (``None`` when it is
+not JSON) of a failed attempt, any status from 400 on but 401/403: the body of the next request, which is sent at
+once and counts as a retry, or ``None`` when that failure has no other request (it is then handled as the table
+above says)."""
+
+
 class ApiError(MemoriesError):
     """``upstream_error`` for a 4xx the service answered, with its status and its own message."""
 
@@ -92,8 +100,15 @@ def post_json(
     policy: RetryPolicy,
     deadline: Deadline | None = None,
     cancelled: CancelCheck | None = None,
+    on_retry: Callable[[str], None] | None = None,
+    fallback: Fallback | None = None,
 ) -> Any:
     """POST ``body`` as JSON with retries by ``policy`` and return the decoded JSON reply.
+
+    Args:
+        on_retry: told each retry before its wait (:func:`~memories.http.retry.with_retries`).
+        fallback: another request for a failure the caller knows how to avoid (:data:`Fallback`). When no retry
+            is left for it, the failure is raised as the server gave it (``upstream_error`` for a 4xx).
 
     Raises:
         ApiError: ``upstream_error`` for a 4xx other than 401/403 (not retried).
@@ -101,9 +116,10 @@ def post_json(
             that is not JSON, or over :data:`MAX_REPLY_BYTES`), ``upstream_unavailable`` (retries used up, or a
             server delay over 30 s), ``cancelled``, the deadline's code.
     """
-    payload = json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    payload = _encode(body)
 
     def attempt() -> Any:
+        nonlocal payload
         response = open_response(
             client,
             "POST",
@@ -126,15 +142,21 @@ def post_json(
                 )
             return decoded
         message = server_message(decoded, raw)
+        refused = f"HTTP {status}: {message}" if message else f"HTTP {status}"
+        replacement = None
+        if fallback is not None and status not in (401, 403):
+            replacement = fallback(status, message, None if decoded is _NOT_JSON else decoded)
+        if replacement is not None:
+            payload = _encode(replacement)
+            final = ApiError(endpoint, status, message or "(no message)")
+            raise TransientFailure(refused, short=str(status), at_once=True, final=final)
         if status in RETRY_STATUSES:
             delays = [
                 d
                 for d in (parse_retry_after(response.headers.get("retry-after")), parse_retry_delay(decoded))
                 if d is not None
             ]
-            raise TransientFailure(
-                f"HTTP {status}: {message}" if message else f"HTTP {status}", max(delays, default=None)
-            )
+            raise TransientFailure(refused, max(delays, default=None), short=str(status))
         if status in (401, 403):
             raise MemoriesError(
                 "auth_failed",
@@ -150,7 +172,12 @@ def post_json(
         what=f"{endpoint.name} ({shown_url(endpoint.url)})",
         deadline=deadline,
         cancelled=cancelled,
+        on_retry=on_retry,
     )
+
+
+def _encode(body: Mapping[str, Any]) -> bytes:
+    return json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")
 
 
 _NOT_JSON = object()

@@ -286,7 +286,7 @@ def _status_failure(
     if final != httpx.URL(url):
         where += f" (redirected to {final.host})"
     if status in RETRY_STATUSES:
-        return TransientFailure(f"HTTP {status}", retry_after)
+        return TransientFailure(f"HTTP {status}", retry_after, short=str(status))
     if status in (401, 403):
         return MemoriesError("auth_failed", f"{where} answered HTTP {status}: access refused", {"status": status})
     return MemoriesError("upstream_error", f"{where} answered HTTP {status}", {"status": status})

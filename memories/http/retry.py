@@ -114,16 +114,33 @@ class Deadline:
 
 
 class TransientFailure(Exception):
-    """One attempt failed in a way that is retried: a connection or read failure, a 429/5xx, a body cut short.
+    """One attempt failed in a way that is retried: a connection or read failure, a 429/5xx, a body cut short, or
+    a request the caller changes in answer to the server's refusal (a generation request asking for less
+    structured output).
 
     ``reason`` is one line for the final ``upstream_unavailable`` message (no URL, no query string);
-    ``retry_after`` is the server's stated delay in seconds (``Retry-After``, Gemini's ``RetryInfo``), if any.
+    ``retry_after`` is the server's stated delay in seconds (``Retry-After``, Gemini's ``RetryInfo``), if any;
+    ``short`` names the failure in the retry note (``"429"``, ``"read timeout"``; default ``reason``). A failure
+    retried ``at_once`` is tried again without a wait (the next request differs; waiting would change nothing),
+    and ``final``, when given, is raised as it is once no retry is left, instead of ``upstream_unavailable`` (the
+    server's own refusal says more than "failed after 1 attempt").
     """
 
-    def __init__(self, reason: str, retry_after: float | None = None) -> None:
+    def __init__(
+        self,
+        reason: str,
+        retry_after: float | None = None,
+        *,
+        short: str | None = None,
+        at_once: bool = False,
+        final: MemoriesError | None = None,
+    ) -> None:
         super().__init__(reason)
         self.reason = reason
         self.retry_after = retry_after
+        self.short = short or reason
+        self.at_once = at_once
+        self.final = final
 
 
 def check_cancelled(cancelled: CancelCheck | None) -> None:
@@ -222,13 +239,13 @@ def with_retries(
 
     Args:
         what: names the operation in messages, e.g. ``"download of https://host/path"``.
-        on_retry: told before each wait, in one line for a person: ``"retrying in 1 s after HTTP 503 (attempt 2
-            of 3)"`` (a progress line shows it).
+        on_retry: told before each wait, in one line for a person (:func:`retry_note`: ``"retrying 2/3 after
+            429, waiting 4 s"``; a progress line shows it).
 
     Raises:
         MemoriesError: ``upstream_unavailable`` once the retries are used up (how many attempts, the last
-            failure), or at once for a server delay over the cap (``details.retry_after`` in seconds);
-            ``cancelled``; the deadline's code.
+            failure), or at once for a server delay over the cap (``details.retry_after`` in seconds); the last
+            failure's ``final`` error instead when it has one; ``cancelled``; the deadline's code.
     """
     failures = 0
     while True:
@@ -245,12 +262,14 @@ def with_retries(
             httpx.RemoteProtocolError,
             httpx.ProxyError,
         ) as exc:
-            last = TransientFailure(_describe(exc, policy))
+            last = TransientFailure(_describe(exc, policy), short=_short(exc))
         failures += 1
         check_cancelled(cancelled)
         if deadline is not None:
             deadline.check()
         if failures > policy.retries:
+            if last.final is not None:
+                raise last.final
             raise MemoriesError(
                 "upstream_unavailable",
                 f"{what}: failed after {failures} attempt{'s' if failures > 1 else ''} "
@@ -264,15 +283,28 @@ def with_retries(
                 f"{MAX_RETRY_WAIT_SECONDS:g} s a retry may wait; try again later",
                 {"attempts": failures, "last": last.reason, "retry_after": last.retry_after},
             )
-        delay = policy.wait_seconds(failures, last.retry_after)
+        delay = 0.0 if last.at_once else policy.wait_seconds(failures, last.retry_after)
         if deadline is not None and delay >= deadline.remaining():
             raise MemoriesError(
                 deadline.code,
                 f"{deadline.message} (the next retry would start after it; last: {last.reason})",
             )
         if on_retry is not None:
-            on_retry(f"retrying in {delay:g} s after {last.reason} (attempt {failures + 1} of {policy.retries + 1})")
+            on_retry(retry_note(failures + 1, policy.retries + 1, last.short, None if last.at_once else delay))
         wait(delay, deadline=deadline, cancelled=cancelled)
+
+
+def retry_note(attempt: int, attempts: int, after: str, delay: float | None) -> str:
+    """The one line a person sees before attempt ``attempt`` of ``attempts``: what failed, and the wait in
+    seconds (``None``: the next attempt starts at once).
+
+    >>> retry_note(2, 3, "429", 4.0)
+    'retrying 2/3 after 429, waiting 4 s'
+    >>> retry_note(3, 3, "read timeout", 0.5)
+    'retrying 3/3 after read timeout, waiting 0.5 s'
+    """
+    note = f"retrying {attempt}/{attempts} after {after}"
+    return note if delay is None else f"{note}, waiting {delay:g} s"
 
 
 def _describe(exc: Exception, policy: RetryPolicy) -> str:
@@ -285,3 +317,16 @@ def _describe(exc: Exception, policy: RetryPolicy) -> str:
     if isinstance(exc, httpx.TimeoutException) and not text:
         text = "timed out"
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _short(exc: Exception) -> str:
+    """A transport failure in a few words, for the retry note."""
+    if isinstance(exc, httpx.ReadTimeout):
+        return "read timeout"
+    if isinstance(exc, httpx.ConnectTimeout):
+        return "connect timeout"
+    if isinstance(exc, httpx.TimeoutException):
+        return "timeout"
+    if isinstance(exc, httpx.ConnectError):
+        return "connection failure"
+    return type(exc).__name__

@@ -43,7 +43,7 @@ MODEL_CARD_NAME = "MODEL_CARD.md"
 
 class InstallProgress(msgspec.Struct, frozen=True):
     """A progress event: the current file's bytes, and all bytes this run transfers (reused ones excluded);
-    ``note`` says what is happening besides transferring (``"retrying in 1 s after HTTP 503 ..."``)."""
+    ``note`` says what is happening besides transferring (``"retrying 2/3 after 503, waiting 1 s"``)."""
 
     path: str
     file_bytes_done: int

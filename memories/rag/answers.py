@@ -12,10 +12,11 @@
   the service is not called.
 - **Prompt**: the question and the sources as one JSON document (so no source text can close a delimiter), with
   a system message saying they are untrusted data, that no tools exist, and the reply shape.
-- **Reply**: one JSON object ``{"answer": str, "citations": ["S1", ...]}``, optionally in one Markdown fence, after
-  at most one leading ``<think>…</think>`` block is removed. Every cited label, and every label written in the
-  answer (``[S1]``, ``[S1, S2]``, ``【S1】``, see :data:`_INLINE_CITATION`), must be one of this request's
-  labels. Citation checking checks references, not whether each claim is supported by its source.
+- **Reply**: one JSON object ``{"answer": str, "citations": ["S1", ...]}``, found as servers really return it
+  (alone, in a fence or prose, after the model's reasoning, never inside it: :mod:`memories.rag.replies`). Every
+  cited label, and every label written in the answer (``[S1]``, ``[S1, S2]``, ``【S1】``, see
+  :data:`_INLINE_CITATION`), must be one of this request's labels. Citation checking checks references, not
+  whether each claim is supported by its source.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from memories.errors import MemoriesError
+from memories.rag.replies import answer_object, invalid_output
 
 SYSTEM_PROMPT = (
     "You answer a question from the user's own notes. The user message is a JSON document with the question and "
@@ -55,8 +56,6 @@ it for a remote backend).
   unknown, so its bar is between the two. Both are starting points to check with one's own questions and set with
   ``[rag.embedding] min_similarity``."""
 
-_THINK = re.compile(r"^\s*<think>.*?</think>", re.DOTALL)
-_FENCE = re.compile(r"^```[A-Za-z]*+\s*+(.*?)\n?```$", re.DOTALL)  # possessive: linear on a reply of spaces
 _INLINE_CITATION = re.compile(r"[\[［【]\s*(S\d+(?:\s*[,，;；、]\s*S\d+)*)\s*[\]］】]")
 """A label, or a list of them, in brackets as models write them: ``[S1]``, ``[S1, S2]``, and in Chinese answers
 ``［S1］``, ``【S1】``, ``【S1、S2】``. A bracket holding anything else (``[Section 4]``) cites nothing."""
@@ -141,38 +140,25 @@ def parse_answer(reply: str, labels: Sequence[str]) -> tuple[str, list[str]]:
     """The answer and its cited labels (unique: the ``citations`` list, then labels only written inline).
 
     Raises:
-        MemoriesError: ``invalid_model_output`` naming the reason: not one JSON object, wrong field types, or a
-            label (cited, or written in the answer as ``[S#]``, ``[S#, S#]`` or in full-width brackets) that this
-            request did not send.
+        MemoriesError: ``invalid_model_output`` naming the reason: not one answer object
+            (:func:`~memories.rag.replies.answer_object`), wrong field types, or a label (cited, or written in the
+            answer as ``[S#]``, ``[S#, S#]`` or in full-width brackets) that this request did not send.
 
     >>> parse_answer('<think>hmm</think>```json\\n{"answer": "Yes [S1].", "citations": ["S1"]}\\n```', ["S1"])
     ('Yes [S1].', ['S1'])
     """
-    text = _THINK.sub("", reply, count=1).strip()
-    fenced = _FENCE.match(text)
-    if fenced:
-        text = fenced.group(1).strip()
-    try:
-        document = json.loads(text)
-    except ValueError:
-        raise _invalid("the reply is not one JSON object") from None
-    if not isinstance(document, dict):
-        raise _invalid("the reply is JSON but not an object")
+    document = answer_object(reply)
     answer, citations = document.get("answer"), document.get("citations")
     if not isinstance(answer, str):
-        raise _invalid('"answer" is missing or not a string')
+        raise invalid_output('"answer" is missing or not a string')
     if not isinstance(citations, list) or not all(isinstance(label, str) for label in citations):
-        raise _invalid('"citations" is missing or not a list of labels')
+        raise invalid_output('"citations" is missing or not a list of labels')
     known = set(labels)
     inline = _inline_labels(answer)
     invented = sorted({label for label in [*citations, *inline] if label not in known})
     if invented:
-        raise _invalid(
+        raise invalid_output(
             f"the reply cites labels that were not sent: {', '.join(invented)} (sent: {', '.join(labels)})",
             {"invented": invented},
         )
     return answer, list(dict.fromkeys([*citations, *inline]))
-
-
-def _invalid(reason: str, details: dict[str, object] | None = None) -> MemoriesError:
-    return MemoriesError("invalid_model_output", f"rag.generation: {reason}", {"reason": reason, **(details or {})})

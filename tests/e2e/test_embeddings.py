@@ -297,7 +297,7 @@ def test_model_install_says_on_the_progress_line_that_it_retries(
     assert run.code == 0, run.stdout + run.stderr
     events = [json.loads(line) for line in run.stderr.splitlines() if line.startswith("{")]
     notes = [event["note"] for event in events if "note" in event]
-    assert len(notes) == 1 and notes[0].startswith("retrying in ") and "HTTP 503" in notes[0]
+    assert len(notes) == 1 and notes[0].startswith("retrying 2/3 after 503, waiting ")
 
 
 def _mirror_model(mirror, tiny: TinyModel) -> None:  # type: ignore[no-untyped-def]

@@ -443,8 +443,7 @@ def test_a_retry_is_announced_in_the_progress(mirror: MirrorServer, http_config:
     install_model(_manifest(), tmp_path, base_url=mirror.base_url, http_config=http_config, progress=events.append)
 
     notes = [event.note for event in events if event.note]
-    assert len(notes) == 1 and notes[0].startswith("retrying in ")
-    assert "after HTTP 503 (attempt 2 of 3)" in notes[0]
+    assert len(notes) == 1 and notes[0].startswith("retrying 2/3 after 503, waiting ")
     assert events[-1].note is None and events[-1].bytes_done == events[-1].bytes_total
 
 

@@ -1,4 +1,5 @@
-"""``rag ask`` in-process: a vault change while the generation runs (memories/daemon/ask.py). The vault changes
+"""``rag ask`` in-process: a vault change while the generation runs, the structured output it asks for
+(memories/daemon/ask.py). The vault changes
 that keep or drop an answer through the CLI and the loopback fake service are in tests/e2e/test_remote.py."""
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ async def test_a_vault_made_device_only_during_the_generation_drops_its_answer(t
             calls.append(request)
             generating.set()
             await release.wait()
-            return w.GeneratedText(text='{"answer": "At two [S1].", "citations": ["S1"]}')
+            return w.GeneratedText(text='{"answer": "At two [S1].", "citations": ["S1"]}', structured_output="none")
 
         middle.fakes["remote"].handlers[w.Generate] = generate
         outcome: list[MemoriesError] = []
@@ -65,3 +66,37 @@ async def test_without_generation_config_the_owner_and_an_ai_client_each_get_the
         assert client.value.code == "generation_not_configured"
         assert "memory_retrieve" in client.value.message
         assert "rag ask" not in client.value.message and str(tmp_path) not in client.value.message
+
+
+async def test_the_structured_output_a_server_took_is_asked_for_again(tmp_path: Path) -> None:
+    """Issue 22 item 1: remembered per (url, model) for the daemon's run, so a server that refused the schema once
+    is not asked for it (and paid for the refusal) on every question."""
+    async with running_middle(tmp_path, RagConfig(generation=GENERATION)) as middle:
+        await middle.add("restic backups run at two", title="Backups")
+        requests: list[w.Generate] = []
+        outcomes: list[w.GeneratedText | MemoriesError] = [
+            MemoriesError("upstream_error", "HTTP 400", {"status": 400, "structured_output": "json_object"}),
+            w.GeneratedText(text='{"answer": "At two [S1].", "citations": ["S1"]}', structured_output="none"),
+            w.GeneratedText(text='{"answer": "At two [S1].", "citations": ["S1"]}', structured_output="none"),
+        ]
+
+        def generate(request: w.Generate) -> w.GeneratedText:
+            requests.append(request)
+            outcome = outcomes.pop(0)
+            if isinstance(outcome, MemoriesError):
+                raise outcome
+            return outcome
+
+        middle.fakes["remote"].handlers[w.Generate] = generate
+        ask = p.RagAsk(vault="notes", question="restic", mode="bm25")
+        with pytest.raises(MemoriesError):
+            await middle.ok(ask)
+        await middle.ok(ask)
+        await middle.ok(ask)
+
+    assert [(r.structured_output, r.probing) for r in requests] == [
+        ("json_schema", True),
+        ("json_object", False),
+        ("none", False),
+    ]
+    assert requests[0].labels == ["S1"]

@@ -1,5 +1,6 @@
 """``rag ask`` pieces as plain functions: evidence, sources, reply checks (R-43), generation replies of both
-protocols, and the learned reranker's reply (R-36; issue 8, acceptance 5's reply cases and 6)."""
+protocols, and the learned reranker's reply (R-36; issue 8, acceptance 5's reply cases and 6). The reply shapes of
+real servers are tested against the loopback fake in ``tests/integration/test_generation.py``."""
 
 from __future__ import annotations
 
@@ -10,13 +11,13 @@ import pytest
 
 from memories.errors import MemoriesError
 from memories.models import generation, rerank
-from memories.models.generation import compatible_text, gemini_text
+from memories.models.generation import COMPATIBLE, GEMINI
 from memories.models.rerank import reranked_order
-from memories.rag import answers
+from memories.rag import answers, replies
 from memories.rag.answers import is_evidence, parse_answer, select_sources
 
 
-@pytest.mark.parametrize("module", [answers, generation, rerank])
+@pytest.mark.parametrize("module", [answers, replies, generation, rerank])
 def test_doctests(module: object) -> None:
     assert doctest.testmod(module).failed == 0  # type: ignore[arg-type]
 
@@ -44,7 +45,9 @@ def test_sources_stop_at_the_context_limit() -> None:
         ('["S1"]', "not an object"),
         ('{"answer": 3, "citations": []}', '"answer"'),
         ('{"answer": "x", "citations": "S1"}', '"citations"'),
-        ('<think>a</think><think>b</think>{"answer": "x", "citations": []}', "not one JSON object"),
+        ('<think>{"answer": "x", "citations": []}', "only reasoning"),
+        ('{"answer": "x", "citations": []} {"answer": "y", "citations": []}', "two different answer objects"),
+        ('{"answer": "x", "citations": [],}', "not one JSON object"),
     ],
 )
 def test_bad_replies_are_invalid_model_output(reply: str, phrase: str) -> None:
@@ -85,16 +88,23 @@ def test_a_truncated_chat_completion_names_the_tokens() -> None:
     }
 
     with pytest.raises(MemoriesError) as caught:
-        compatible_text(reply, 64)
+        COMPATIBLE.text(reply, 64)
 
     assert "finish_reason: length" in caught.value.message and "64 tokens used" in caught.value.message
 
 
-def test_reasoning_fields_are_never_read() -> None:
-    reply = {"choices": [{"finish_reason": "stop", "message": {"content": None, "reasoning_content": "{}"}}]}
+@pytest.mark.parametrize("field", ["reasoning_content", "reasoning", "thinking"])
+def test_reasoning_fields_are_never_read(field: str) -> None:
+    reply = {"choices": [{"finish_reason": "stop", "message": {"content": None, field: "{}"}}]}
 
-    with pytest.raises(MemoriesError, match="empty"):
-        compatible_text(reply, 64)
+    with pytest.raises(MemoriesError, match=f"no answer outside its reasoning \\({field}\\)"):
+        COMPATIBLE.text(reply, 64)
+
+
+def test_reasoning_blocks_anywhere_are_removed_and_never_read() -> None:
+    reply = '<think>{"answer": "a", "citations": ["S9"]}</think>{"answer": "b", "citations": []}<think>c</think>'
+
+    assert parse_answer(reply, ["S1"]) == ("b", [])
 
 
 @pytest.mark.parametrize(
@@ -111,7 +121,7 @@ def test_reasoning_fields_are_never_read() -> None:
 )
 def test_bad_gemini_replies(reply: object, phrase: str) -> None:
     with pytest.raises(MemoriesError) as caught:
-        gemini_text(reply, 64)
+        GEMINI.text(reply, 64)
 
     assert caught.value.code == "invalid_model_output" and phrase in caught.value.message
 
@@ -119,7 +129,7 @@ def test_bad_gemini_replies(reply: object, phrase: str) -> None:
 def test_gemini_thought_parts_are_skipped() -> None:
     reply = {"candidates": [{"content": {"parts": [{"text": "I think", "thought": True}, {"text": "{}"}]}}]}
 
-    assert gemini_text(reply, 64) == "{}"
+    assert GEMINI.text(reply, 64) == "{}"
 
 
 @pytest.mark.parametrize(

@@ -169,8 +169,34 @@ def test_headings_keep_their_meaning() -> None:
 
 @pytest.mark.parametrize(
     "reply",
-    [mib("```", " "), mib("```json", "\n "), mib("<think>", " "), mib("[S1", ", S1"), mib('{"answer": "', "[S1] ")],
-    ids=["fence of spaces", "fence of blank lines", "unclosed thought", "unclosed citation list", "unclosed answer"],
+    [
+        mib("```", " "),
+        mib("```json", "\n "),
+        mib("<think>", " "),
+        mib("[S1", ", S1"),
+        mib('{"answer": "', "[S1] "),
+        mib("", "<think></think>"),
+        mib("", "</think>x<think>"),
+        mib("", '{"a":'),
+        mib("", '{"a'),
+        mib("", "{"),
+        mib("", '{"answer": "x"}'),
+        mib("", '{"b": 1}{"c": 2}'),
+    ],
+    ids=[
+        "fence of spaces",
+        "fence of blank lines",
+        "unclosed thought",
+        "unclosed citation list",
+        "unclosed answer",
+        "thought blocks",
+        "closing and opening tags",
+        "nested objects",
+        "unclosed strings",
+        "braces",
+        "one answer many times",
+        "different objects",
+    ],
 )
 def test_parsing_a_hostile_model_reply_is_linear(reply: str) -> None:
     """A model's reply is read in the supervisor (``rag ask``), and a remote model or a note it quotes can make it
