@@ -137,11 +137,16 @@ class _ProgressBar:
 
     Byte counts (model downloads) show size, rate and ETA; item counts (files, chunks) show done/total and ETA;
     an event's note (``retrying 2/3 after 503, waiting 1 s``) shows beside the unit until the next event.
+    A wait (unit ``seconds``: ``rag ask`` waiting for the generation service) is a spinner line with its first
+    event's note and the seconds waited; any other note (a retry) is also printed as a line of its own, which stays
+    when the spinner line goes.
     """
 
     def __init__(self) -> None:
         self._progress: Any = None
         self._task: Any = None
+        self._status: str | None = None
+        """The note of a wait's first event: what it waits for."""
 
     def __enter__(self) -> _ProgressBar:
         return self
@@ -155,6 +160,7 @@ class _ProgressBar:
                 MofNCompleteColumn,
                 Progress,
                 ProgressColumn,
+                SpinnerColumn,
                 TextColumn,
                 TimeRemainingColumn,
             )
@@ -167,21 +173,25 @@ class _ProgressBar:
                     speed = task.finished_speed or task.speed
                     return Text("" if speed is None else f"{speed / 2**20:.1f} MiB/s", style="progress.data.speed")
 
-            counter = (
-                (DownloadColumn(binary_units=True), MebibytesPerSecond())
-                if event.unit == "bytes"
-                else (MofNCompleteColumn(),)
-            )
-            self._progress = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                *counter,
-                TimeRemainingColumn(),
-                console=Console(stderr=True),
-                transient=True,
-            )
+            text = TextColumn("{task.description}", markup=False)  # a note is text, not rich markup
+            columns: tuple[ProgressColumn, ...]
+            if event.unit == "seconds":
+                columns = (SpinnerColumn(), text)
+                self._status = event.note
+            elif event.unit == "bytes":
+                columns = (text, BarColumn(), DownloadColumn(binary_units=True), MebibytesPerSecond())
+                columns += (TimeRemainingColumn(),)
+            else:
+                columns = (text, BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+            self._progress = Progress(*columns, console=Console(stderr=True), transient=True)
             self._progress.start()
             self._task = self._progress.add_task(event.unit, total=event.total)
+        if event.unit == "seconds":
+            note = escape(event.note or "waiting")
+            if event.note != self._status:
+                self._progress.console.print(note, highlight=False, markup=False)
+            self._progress.update(self._task, description=f"{note} · {event.done} s")
+            return
         # A note (a retry and its wait) replaces the unit until the next plain event.
         label = event.unit if event.note is None else f"{event.unit}: {escape(event.note)}"
         self._progress.update(self._task, completed=event.done, total=event.total, description=label)

@@ -18,6 +18,10 @@ check, :mod:`memories.daemon.jobs`). Retrying generation may add provider cost; 
 (:attr:`Asking.structured_output`): ``json_schema`` first, one level less after each refusal
 (:class:`memories.models.generation.StructuredOutputLadder`), remembered once the server answers or refuses.
 
+**Signs of life.** While the generation service works, the job reports progress once a second in ``seconds``
+waited, noted ``waiting for the generation service``, and each retry as its own note (``retrying 2/3 after 429,
+waiting 4 s``): the CLI shows them on a terminal, ``memory_ask`` clients as MCP progress notifications.
+
 **A vault change during an ask generates again only when what the model was shown changed.** Each generation may
 be a paid call, so the job keeps the reply it paid for. When the vault's epoch moved meanwhile (a note added, an
 ingest in progress, a sync), the acceptance check runs the job again, and that run first checks every chunk the
@@ -33,6 +37,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import cast, get_args
+
+import trio
 
 from memories import protocol as p
 from memories import worker_protocol as w
@@ -50,6 +56,9 @@ from memories.errors import MemoriesError
 from memories.limits import check_result_limit
 from memories.rag.answers import Source, parse_answer, select_sources, user_prompt
 from memories.store import VaultRow
+
+WAITING = "waiting for the generation service"
+"""The note of the progress events of an ask while its generation request runs."""
 
 STRUCTURED_OUTPUTS = frozenset(get_args(w.StructuredOutput))
 
@@ -147,7 +156,7 @@ class Asking:
     async def _generate(
         self, job: VaultJob, generation: GenerationConfig, question: str, sources: list[Source]
     ) -> w.GeneratedText:
-        """One generation request, asking for the structured output this server took before (module docstring).
+        """One generation request, reporting the wait and each retry as the job's progress (module docstring).
 
         Raises:
             MemoriesError: the service's failures, ``budget_exceeded``.
@@ -163,16 +172,36 @@ class Asking:
             structured_output=known or "json_schema",
             probing=known is None,
         )
+        started = trio.current_time()
+
+        def waited() -> int:
+            return int(trio.current_time() - started)
+
+        def on_retry(event: w.WorkerProgress) -> None:
+            job.progress(waited(), None, "seconds", note=event.note)
+
         self._remote.handed_vault_text()
-        try:
-            # The reply is kept even when the vault changed meanwhile; the acceptance check then runs the job
-            # again, and that run keeps it if the chunks it was shown are still held.
-            reply = await job.call(self._remote, body, epoch=False)
-        except MemoriesError as exc:
-            reached = exc.details.get("structured_output")
+        failure: MemoriesError | None = None
+
+        async def tick() -> None:
+            while True:
+                job.progress(waited(), None, "seconds", note=WAITING)
+                await trio.sleep(1)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(tick)
+            try:
+                # The reply is kept even when the vault changed meanwhile; the acceptance check then runs the job
+                # again, and that run keeps it if the chunks it was shown are still held.
+                reply = await job.call(self._remote, body, epoch=False, on_progress=on_retry)
+            except MemoriesError as exc:  # raised below, as itself rather than in an exception group
+                failure = exc
+            nursery.cancel_scope.cancel()
+        if failure is not None:
+            reached = failure.details.get("structured_output")
             if reached in STRUCTURED_OUTPUTS:
                 self.structured_output[server] = cast(w.StructuredOutput, reached)
-            raise
+            raise failure
         self.structured_output[server] = reply.structured_output
         return reply
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.daemon import HomeDir, initialize, memories_executable
+from tests.fixtures.daemon import HomeDir, initialize, memories_executable, run_on_terminal
 from tests.fixtures.model_servers import ModelServer, Reply, chat_completion, gemini_content, recorded_text
 from tests.fixtures.servers import ConnectProxy
 
@@ -227,6 +227,34 @@ def test_ask_shows_an_answers_paragraphs_and_escapes_its_terminal_controls(
 
     assert human.code == 0, human.stderr
     assert human.stdout.startswith("First [S1].\n\nSecond\\x1b]0;owned\\x07 paragraph.\n"), human.stdout
+
+
+def test_a_slow_ask_shows_its_wait_and_its_retries_on_a_terminal_only(home: HomeDir, model_server: ModelServer) -> None:
+    """Issue 22 item 4: on a terminal, the spinner line with the seconds waited and each retry as its own line;
+    with --json, stdout is the one document it always was (the progress goes to stderr as JSON lines)."""
+    rate_limited = Reply(429, {"error": {"message": "rate limited"}}, headers={"Retry-After": "1"})
+    model_server.script("chat", rate_limited, Reply(delay=4), rate_limited)
+    _start(home, _generation(model_server))
+    _add(home, "Backups", "Nightly backups run restic to the NAS.")
+
+    shown = run_on_terminal(home, ["rag", "ask", "notes", "restic backups", "--mode", "bm25"], [])
+    scripted = home.run("rag", "ask", "notes", "restic backups", "--mode", "bm25")
+
+    assert shown.code == 0, shown.stdout
+    assert "waiting for the generation service · 2 s" in shown.stdout
+    assert "retrying 2/3 after 429, waiting 1 s" in shown.stdout
+    assert shown.stdout.rstrip().endswith(
+        "[S1] Backups  (" + scripted.doc["citations"][0]["asset_id"] + " r1, bytes 0-38)"
+    )
+    assert json.loads(scripted.stdout) == {
+        "status": "answered",
+        "answer": "From your notes [S1].",
+        "answer_truncated": False,
+        "citations": scripted.doc["citations"],
+        "mode": "bm25",
+    }
+    notes = [json.loads(line).get("note") for line in scripted.stderr.splitlines()]
+    assert "retrying 2/3 after 429, waiting 1 s" in notes and "waiting for the generation service" in notes
 
 
 def test_ask_without_evidence_calls_nothing(home: HomeDir, model_server: ModelServer) -> None:

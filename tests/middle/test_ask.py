@@ -1,17 +1,22 @@
-"""``rag ask`` in-process: a vault change while the generation runs, the structured output it asks for
-(memories/daemon/ask.py). The vault changes
+"""``rag ask`` in-process: a vault change while the generation runs, its progress while it waits, the structured
+output it asks for (memories/daemon/ask.py). The vault changes
 that keep or drop an answer through the CLI and the loopback fake service are in tests/e2e/test_remote.py."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 
 from memories import protocol as p
 from memories import worker_protocol as w
 from memories.config import GenerationConfig, RagConfig
+from memories.daemon.ask import WAITING
+from memories.daemon.context import RequestContext
+from memories.daemon.jobs import Job
 from memories.errors import MemoriesError
 from tests.fixtures.middle import running_middle
 
@@ -66,6 +71,59 @@ async def test_without_generation_config_the_owner_and_an_ai_client_each_get_the
         assert client.value.code == "generation_not_configured"
         assert "memory_retrieve" in client.value.message
         assert "rag ask" not in client.value.message and str(tmp_path) not in client.value.message
+
+
+def _listening(events: list[p.Progress]) -> RequestContext:
+    """A request context whose jobs report their progress into ``events`` (as the client connection does)."""
+
+    def attach(job: Job) -> None:
+        job.listeners.append(events.append)
+
+    return RequestContext(attach)
+
+
+@pytest.mark.parametrize("caller", ["rag ask", "memory_ask"])
+async def test_an_ask_reports_its_wait_each_second_and_each_retry(
+    tmp_path: Path, mock_clock: trio.testing.MockClock, caller: str
+) -> None:
+    """Issue 22 item 4: the wait for the generation service in seconds, and the worker's retry notes, reach
+    whoever waits for the request: the CLI's connection, or the MCP server for a memory_ask call."""
+    async with running_middle(tmp_path, RagConfig(generation=GENERATION)) as middle:
+        await middle.add("restic backups run at two", title="Backups")
+        generating, release = trio.Event(), trio.Event()
+
+        async def generate(request: w.Generate, progress: Callable[[str], Awaitable[None]]) -> w.GeneratedText:
+            generating.set()
+            await progress("retrying 2/3 after 429, waiting 4 s")
+            await release.wait()
+            return w.GeneratedText(text='{"answer": "At two [S1].", "citations": ["S1"]}', structured_output="none")
+
+        middle.fakes["remote"].handlers[w.Generate] = generate
+        events: list[p.Progress] = []
+        if caller == "rag ask":
+            request: p.Request = p.RagAsk(vault="notes", question="restic", mode="bm25")
+        else:
+            grant = await middle.ok(p.GrantCreate(vault="notes", client="test", scope=["ask"], expires="1h"))
+            request = p.Granted(token=grant.token, call=p.ToolAsk(question="restic", mode="bm25"))
+        answers: list[p.Result] = []
+
+        async def ask() -> None:
+            answers.append(await middle.ok(request, _listening(events)))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ask)
+            await generating.wait()
+            for _ in range(2):
+                await trio.testing.wait_all_tasks_blocked()
+                mock_clock.jump(1)
+            await trio.testing.wait_all_tasks_blocked()
+            release.set()
+
+    assert answers and answers[0].status == "answered"  # type: ignore[attr-defined]
+    waits = [(event.done, event.unit) for event in events if event.note == WAITING]
+    assert waits[:3] == [(0, "seconds"), (1, "seconds"), (2, "seconds")]
+    (retry,) = [event for event in events if event.note and event.note.startswith("retrying")]
+    assert (retry.note, retry.unit) == ("retrying 2/3 after 429, waiting 4 s", "seconds")
 
 
 async def test_the_structured_output_a_server_took_is_asked_for_again(tmp_path: Path) -> None:
