@@ -14,9 +14,12 @@ with its workers is internal and versioned on its own (:mod:`memories.worker_pro
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
+from msgspec import Meta
+
+from memories.limits import MAX_QUERY_BYTES, MAX_RESULTS
 
 PROTOCOL_VERSION = 4
 """2: the daemon sends :class:`Heartbeat` frames while a request runs. 3: ``rag ask`` and ``memory_ask`` replies
@@ -29,6 +32,9 @@ HEARTBEAT_SECONDS = 1.0
 SILENCE_SECONDS = 10.0
 """A client that receives no frame for this long gives up with ``daemon_unresponsive``: a live daemon sends one
 every :data:`HEARTBEAT_SECONDS`, however long its job runs, so only a stopped or stuck daemon stays silent."""
+
+MAX_JSON_INTEGER = 2**53
+"""Largest integer argument accepted: JSON's exact integer range (IEEE 754 doubles, RFC 8259 section 6)."""
 
 T = TypeVar("T")
 
@@ -279,39 +285,73 @@ class GrantRevoke(_Message):
     token: str | None = None
 
 
+# The arguments of the MCP tools (memories/mcp/tools.py): each struct is the tool's input schema (its fields'
+# ``Meta``: bounds and descriptions, inlined by :mod:`memories.mcp.schemas`), the strict decoding of a client's
+# arguments, and the daemon request. A new optional argument is one field with a default.
+
+Query = Annotated[
+    str,
+    Meta(
+        description="What to look for, in the notes' language (at most 1,024 UTF-8 bytes).",
+        extra={"max_utf8_bytes": MAX_QUERY_BYTES},
+    ),
+]
+"""A query or question: :data:`~memories.limits.MAX_QUERY_BYTES` UTF-8 bytes at most (R-17, ``query_too_long``:
+JSON Schema counts code points, so the bound is in ``extra`` and checked by the MCP server's decoding)."""
+
+Mode = Annotated[SearchMode | None, Meta(description="bm25, vector or hybrid (default: hybrid when ready).")]
+
+CardsOnly = Annotated[bool, Meta(description="Only imported documents (knowledge cards).")]
+
+
 class ToolSearch(_Message):
     """``memory_search`` through a grant: BM25 grouped by record, as :class:`MemorySearch`."""
 
-    query: str
-    limit: int = 10
+    query: Query
+    limit: Annotated[int, Meta(ge=1, le=MAX_RESULTS, description="How many notes (1 to 100).")] = 10
 
 
 class ToolRead(_Message):
     """``memory_read`` through a grant: one page of a record's body from the UTF-8 byte ``offset``."""
 
-    id: str
-    revision: int | None = None
-    offset: int = 0
+    id: Annotated[
+        str,
+        Meta(
+            min_length=1,
+            max_length=64,
+            pattern="^[^\\x00-\\x1f\\x7f-\\x9f]+$",
+            description="The note's id (from a search or retrieve result).",
+        ),
+    ]
+    revision: (
+        Annotated[int, Meta(ge=1, le=MAX_JSON_INTEGER, description="A revision number (default: the latest).")] | None
+    ) = None
+    offset: Annotated[int, Meta(ge=0, le=MAX_JSON_INTEGER, description="UTF-8 byte offset to start the page at.")] = 0
 
 
 class ToolRetrieve(_Message):
     """``memory_retrieve`` through a grant: chunks with labels and byte spans, as :class:`RagSearch`."""
 
-    query: str
-    mode: SearchMode | None = None
-    match_mode: MatchMode = "any"
-    limit: int = 10
-    cards_only: bool = False
-    no_rerank: bool = False
+    query: Query
+    mode: Mode = None
+    match_mode: Annotated[
+        MatchMode, Meta(description="any (default): any term; all: every term; phrase: the exact phrase.")
+    ] = "any"
+    limit: Annotated[int, Meta(ge=1, le=MAX_RESULTS, description="How many chunks (1 to 100).")] = 10
+    cards_only: CardsOnly = False
+    no_rerank: Annotated[bool, Meta(description="Skip the reranker.")] = False
 
 
 class ToolAsk(_Message):
     """``memory_ask`` through a grant: as :class:`RagAsk`; ``insufficient_evidence`` is a result, not an error."""
 
-    question: str
-    mode: SearchMode | None = None
-    limit: int = 8
-    cards_only: bool = False
+    question: Annotated[
+        str,
+        Meta(description="The question (at most 1,024 UTF-8 bytes).", extra={"max_utf8_bytes": MAX_QUERY_BYTES}),
+    ]
+    mode: Mode = None
+    limit: Annotated[int, Meta(ge=1, le=MAX_RESULTS, description="How many chunks of evidence at most (1 to 100).")] = 8
+    cards_only: CardsOnly = False
 
 
 class ToolStatus(_Message):

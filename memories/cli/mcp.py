@@ -19,6 +19,6 @@ def serve(session: Session) -> None:
     from memories.hardening import harden_process
 
     harden_process()  # first, as the daemon does: it holds the grant token and the notes it relays
-    from memories.mcp.server import serve as run
+    from memories.mcp.server import serve_stdio
 
-    run(session.home)
+    serve_stdio(session.home)

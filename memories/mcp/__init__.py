@@ -1,2 +1,3 @@
-"""The MCP server (``memories mcp serve``): tool specs and argument decoding (:mod:`memories.mcp.tools`), the async
-link to the daemon (:mod:`memories.mcp.link`) and the SDK session on stdio (:mod:`memories.mcp.server`)."""
+"""The MCP server (``memories mcp serve``): tool specs, schemas and argument decoding (:mod:`memories.mcp.tools`,
+:mod:`memories.mcp.schemas`), the async link to the daemon (:mod:`memories.mcp.link`), the instructions
+(:mod:`memories.mcp.status`) and the SDK server on stdio (:mod:`memories.mcp.server`, :mod:`memories.mcp.stdio`)."""

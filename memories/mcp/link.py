@@ -1,7 +1,8 @@
 """The MCP server's connection to the daemon: one async socket per tool call (anyio, like the SDK).
 
-The request goes out as one :class:`~memories.protocol.Envelope`; progress and heartbeat frames are skipped and
-the reply or failure comes back, or ``daemon_unresponsive`` after 10 s without any frame. When the call is
+The request goes out as one :class:`~memories.protocol.Envelope`; progress frames go to the caller's callback (the
+server forwards them to the client), heartbeats are skipped, and the reply or failure comes back, or
+``daemon_unresponsive`` after 10 s without any frame. When the call is
 cancelled (the client's cancel notification, or the end of stdin shutting the server down) the socket closes with
 it, and the daemon, seeing the hang-up, cancels the job (R-44): nothing keeps running for a client that is gone.
 The server never starts a daemon: one started from an AI client would be locked and would inherit the client's
@@ -9,6 +10,8 @@ environment.
 """
 
 from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
 
 import anyio
 import msgspec
@@ -33,8 +36,11 @@ def _not_running(home: Home) -> MemoriesError:
     )
 
 
-async def request(home: Home, body: p.Request) -> p.ClientReply:
-    """Send ``body`` to the daemon of ``home``; its reply.
+async def request(
+    home: Home, body: p.Request, on_progress: Callable[[p.Progress], Awaitable[None]] | None = None
+) -> p.ClientReply:
+    """Send ``body`` to the daemon of ``home``; its reply. Each progress frame before it is passed to
+    ``on_progress`` and awaited.
 
     Raises:
         RequestFailed: the daemon's failure.
@@ -67,6 +73,8 @@ async def request(home: Home, body: p.Request) -> p.ClientReply:
                     raise RequestFailed(frame)
                 if isinstance(frame, p.ClientReply):
                     return frame
+                if isinstance(frame, p.Progress) and on_progress is not None:
+                    await on_progress(frame)
         except TimeoutError:
             raise unresponsive(home, p.SILENCE_SECONDS) from None
         except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, OSError):

@@ -1,197 +1,194 @@
-"""The MCP tools: names, descriptions, input schemas, and the strict decoding of their arguments.
+"""The MCP tools: names, titles, descriptions, hints, schemas, and the strict decoding of their arguments.
+
+Each tool is two structs of :mod:`memories.protocol`: its **arguments** (``ToolSearch``, ...: the daemon request
+itself, whose fields and ``Meta`` give the input schema and the checks) and its **result** (``ToolSearchReport``,
+...: the output schema its ``structuredContent`` follows). One definition each, so the schemas, the decoding and
+the daemon cannot disagree; a new optional argument is one field with a default in :mod:`memories.protocol`.
 
 Arguments are checked here, not by the SDK (which drops unknown arguments silently and answers bad ones with
-multi-line messages). Every schema says ``additionalProperties: false``, and :func:`decode` enforces it: an
-unknown argument, a missing one or a value of the wrong type is ``invalid_argument`` naming the argument, in one
-line. Decoding is strict with the allowances clients need: an integer may come as a string of decimal digits
-(``"5"``) or as a number with no fraction (``5.0``, an integer in JSON Schema), and a boolean as
-``"true"``/``"false"``; ``true`` for an integer, ``5.5`` or ``"abc"`` is refused.
-Limits are the CLI's (R-17): ``limit`` 1 to 100 (``limit_too_large`` above), queries up to 1,024 UTF-8 bytes.
-No argument names a vault, an endpoint, a model or a credential: the grant and the daemon's config decide those.
+multi-line messages). msgspec decodes them strictly against the struct; a failure becomes one line,
+``invalid_argument: NAME: problem``, chosen from the field's type (:func:`_problem`), so the messages stay the same
+whatever msgspec's own wording. Every schema says ``additionalProperties: false`` and decoding enforces it.
+Decoding allows what clients send for the JSON types: an integer may come as a string of decimal digits (``"5"``)
+or as a number with no fraction (``5.0``, an integer in JSON Schema), a boolean as ``"true"``/``"false"``, and
+``null`` means the argument's default; ``true`` for an integer, ``5.5`` or ``"abc"`` is refused. Limits are the
+CLI's (R-17): ``limit`` 1 to 100 (``limit_too_large`` above), queries up to 1,024 UTF-8 bytes
+(``query_too_long``, from the field's ``Meta.extra``). No argument names a vault, an endpoint, a model or a
+credential: the grant and the daemon's config decide those.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+import re
+import typing
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Literal
+
+import msgspec
+from msgspec import inspect
 
 from memories import protocol as p
 from memories.errors import MemoriesError
-from memories.limits import MAX_QUERY_BYTES, MAX_RESULTS, check_result_limit
+from memories.limits import check_result_limit
+from memories.mcp.schemas import input_schema, output_schema
 
-_MAX_INTEGER = 2**53
-"""Largest integer accepted (JSON's exact integer range)."""
-
-
-@dataclass(frozen=True)
-class Argument:
-    """One argument: its JSON type (``string``, ``integer``, ``boolean``), allowed values, bounds, default."""
-
-    name: str
-    kind: str
-    description: str
-    required: bool = False
-    default: Any = None
-    choices: tuple[str, ...] = ()
-    minimum: int | None = None
-
-    def schema(self) -> dict[str, Any]:
-        prop: dict[str, Any] = {"type": self.kind, "description": self.description}
-        if self.choices:
-            prop["enum"] = list(self.choices)
-        if self.minimum is not None:
-            prop["minimum"] = self.minimum
-        if self.name == "limit":
-            prop["maximum"] = MAX_RESULTS
-        if self.default is not None:
-            prop["default"] = self.default
-        return prop
+WARNINGS_SCHEMA = {
+    "type": "array",
+    "items": {"type": "string"},
+    "description": "What the user should know about this result (a search in bm25 mode because the vector index "
+    "is not ready, an ingest in progress, a record left out because it failed authentication).",
+}
+"""The ``warnings`` list a result carries beside its struct's fields when the daemon gave any."""
 
 
 @dataclass(frozen=True)
 class ToolSpec:
-    """One tool: the grant scope it needs, its arguments and how decoded arguments become the daemon request."""
+    """One tool: its name and title, its description for the model, its argument struct (the daemon request
+    too), its result struct, and whether calling it again with the same arguments has no further effect
+    (``idempotentHint``: a search does not, an ask pays for another generation)."""
 
     name: str
-    scope: p.GrantScope
+    title: str
     description: str
-    arguments: tuple[Argument, ...]
-    build: Callable[..., p.ToolCall] = field(repr=False)
+    arguments: type[p.ToolCall]
+    result: type[msgspec.Struct]
+    idempotent: bool
 
+    @cached_property
     def input_schema(self) -> dict[str, Any]:
-        """The JSON Schema of the arguments (``additionalProperties: false``)."""
-        return {
-            "type": "object",
-            "properties": {a.name: a.schema() for a in self.arguments},
-            "required": [a.name for a in self.arguments if a.required],
-            "additionalProperties": False,
-        }
+        """The JSON Schema of the arguments (``additionalProperties: false``, inlined)."""
+        return input_schema(self.arguments)
 
+    @cached_property
+    def output_schema(self) -> dict[str, Any]:
+        """The JSON Schema of the structured result: the result struct and the optional ``warnings``."""
+        return output_schema(self.result, {"warnings": WARNINGS_SCHEMA})
 
-_MODES = ("bm25", "vector", "hybrid")
-_QUERY = Argument("query", "string", "What to look for, in the notes' language (at most 1,024 UTF-8 bytes).", True)
-_LIMIT = Argument("limit", "integer", "How many results (1 to 100).", default=10, minimum=1)
+    @cached_property
+    def fields(self) -> dict[str, inspect.Field]:
+        """The arguments by name, in the struct's order (the ``$type`` tag is not an argument)."""
+        info = inspect.type_info(self.arguments)
+        assert isinstance(info, inspect.StructType)
+        return {field.name: field for field in info.fields}
+
+    @cached_property
+    def choices(self) -> dict[str, tuple[Any, ...]]:
+        """The values of each argument that is a ``Literal``, in their declared order (msgspec sorts them)."""
+        return {field.name: _literal_values(field.type) for field in msgspec.structs.fields(self.arguments)}
+
 
 TOOLS: dict[str, ToolSpec] = {
     spec.name: spec
     for spec in (
         ToolSpec(
             "memory_search",
-            "search",
+            "Search notes",
             "Lexical (BM25) search of the granted vault, grouped by note: each note's id, revision, title, score "
             "and up to 3 snippets labelled S1, S2, ... Use it to find which notes exist on a topic.",
-            (_QUERY, _LIMIT),
-            lambda query, limit: p.ToolSearch(query=query, limit=limit),
+            p.ToolSearch,
+            p.ToolSearchReport,
+            idempotent=True,
         ),
         ToolSpec(
             "memory_read",
-            "read",
+            "Read a note",
             "Read one note of the granted vault in pages: the text from UTF-8 byte `offset` (0, the previous "
             "page's `next_offset`, or a chunk's `byte_start`), `next_offset` null on the last page.",
-            (
-                Argument("id", "string", "The note's id (from a search or retrieve result).", True),
-                Argument("revision", "integer", "A revision number (default: the latest).", minimum=1),
-                Argument("offset", "integer", "UTF-8 byte offset to start the page at.", default=0, minimum=0),
-            ),
-            lambda id, revision, offset: p.ToolRead(id=id, revision=revision, offset=offset),
+            p.ToolRead,
+            p.ReadPage,
+            idempotent=True,
         ),
         ToolSpec(
             "memory_retrieve",
-            "retrieve",
+            "Retrieve passages",
             "Retrieve the best chunks of the granted vault for a question: labels S1..Sn to cite as [S1], record "
             "id (asset_id) and revision, UTF-8 byte span, chunk hash and text. Hybrid (BM25 + vectors) when the "
             "model is ready, else BM25.",
-            (
-                _QUERY,
-                Argument(
-                    "mode",
-                    "string",
-                    "bm25, vector or hybrid (default: hybrid when ready).",
-                    choices=_MODES,
-                ),
-                Argument(
-                    "match_mode",
-                    "string",
-                    "any (default): any term; all: every term; phrase: the exact phrase.",
-                    default="any",
-                    choices=("any", "all", "phrase"),
-                ),
-                _LIMIT,
-                Argument("cards_only", "boolean", "Only imported documents (knowledge cards).", default=False),
-                Argument("no_rerank", "boolean", "Skip the reranker.", default=False),
-            ),
-            lambda query, mode, match_mode, limit, cards_only, no_rerank: p.ToolRetrieve(
-                query=query,
-                mode=mode,
-                match_mode=match_mode,
-                limit=limit,
-                cards_only=cards_only,
-                no_rerank=no_rerank,
-            ),
+            p.ToolRetrieve,
+            p.ToolRetrieveReport,
+            idempotent=True,
         ),
         ToolSpec(
             "memory_ask",
-            "ask",
+            "Ask the notes",
             "Answer a question from the granted vault's notes with the user's configured generation service: "
             "status answered with an answer citing [S1].. and each citation's record id, revision, byte span and "
             "text; or status insufficient_evidence (the notes hold nothing that supports an answer; not an error).",
-            (
-                Argument("question", "string", "The question (at most 1,024 UTF-8 bytes).", True),
-                Argument(
-                    "mode", "string", "bm25, vector or hybrid retrieval (default: hybrid when ready).", choices=_MODES
-                ),
-                Argument("limit", "integer", "How many chunks of evidence at most (1 to 100).", default=8, minimum=1),
-                Argument("cards_only", "boolean", "Only imported documents (knowledge cards).", default=False),
-            ),
-            lambda question, mode, limit, cards_only: p.ToolAsk(
-                question=question, mode=mode, limit=limit, cards_only=cards_only
-            ),
+            p.ToolAsk,
+            p.ToolAskReport,
+            idempotent=False,
         ),
     )
 }
+"""The tools in the order ``tools/list`` gives them."""
 
 
-_MAX_ID_CHARS = 64
-"""Record ids are 16 hex digits; anything much longer is refused before it reaches a message or the daemon."""
+_MAX_NAME_CHARS = 64
+"""An argument name longer than this (or not printable) is shown cut and quoted in a message."""
+
+_AT_FIELD = re.compile(r"at `\$\.([A-Za-z_][A-Za-z0-9_]*)`")
+
+
+def _literal_values(annotation: Any) -> tuple[Any, ...]:
+    """The values of the ``Literal`` inside ``annotation`` (through ``Annotated`` and unions), else ``()``."""
+    if typing.get_origin(annotation) is Literal:
+        return typing.get_args(annotation)
+    for inner in typing.get_args(annotation):
+        values = _literal_values(inner)
+        if values:
+            return values
+    return ()
 
 
 def _invalid(name: str, problem: str) -> MemoriesError:
-    shown = name if len(name) <= _MAX_ID_CHARS and name.isprintable() else repr(name[:_MAX_ID_CHARS]) + "…"
+    shown = name if len(name) <= _MAX_NAME_CHARS and name.isprintable() else repr(name[:_MAX_NAME_CHARS]) + "…"
     return MemoriesError("invalid_argument", f"{shown}: {problem}")
 
 
-def _value(argument: Argument, raw: Any) -> Any:
-    name = argument.name
-    if argument.kind == "string":
-        if not isinstance(raw, str):
-            raise _invalid(name, "expected a string")
-        if argument.choices and raw not in argument.choices:
-            raise _invalid(name, f"expected one of {', '.join(argument.choices)}")
-        if name in ("query", "question") and len(raw.encode("utf-8", "surrogatepass")) > MAX_QUERY_BYTES:
-            raise MemoriesError("query_too_long", f"{name}: longer than {MAX_QUERY_BYTES:,} UTF-8 bytes")
-        if name == "id" and not (0 < len(raw) <= _MAX_ID_CHARS and raw.isprintable()):
-            raise _invalid(name, "expected a record id")
-        return raw
-    if argument.kind == "boolean":
-        if isinstance(raw, bool):
-            return raw
-        if raw in ("true", "false"):
-            return raw == "true"
-        raise _invalid(name, "expected true or false")
-    # integer; JSON Schema's ``integer`` holds 5.0 too (a zero fractional part), which clients with only floats send
-    digits = isinstance(raw, str) and raw.isascii() and raw.isdigit()
-    if digits or (isinstance(raw, float) and raw.is_integer()):
-        raw = int(raw)
-    if isinstance(raw, bool) or not isinstance(raw, int):
-        raise _invalid(name, "expected an integer")
-    if argument.minimum is not None and raw < argument.minimum:
-        raise _invalid(name, f"must be at least {argument.minimum}")
-    if name == "limit":
-        check_result_limit(raw)
-    if raw > _MAX_INTEGER:
-        raise _invalid(name, "too large")
+def _base(kind: inspect.Type) -> tuple[inspect.Type, inspect.Metadata | None]:
+    """The type under its ``Meta`` and ``Optional``, and the ``Meta`` (``None`` when it has none)."""
+    meta = None
+    while isinstance(kind, inspect.Metadata | inspect.UnionType):
+        if isinstance(kind, inspect.Metadata):
+            meta, kind = kind, kind.type
+        else:
+            kind = next(t for t in kind.types if not isinstance(t, inspect.NoneType))
+    return kind, meta
+
+
+def _lax(kind: inspect.Type, raw: Any) -> Any:
+    """``raw`` with the allowances of the module docstring applied for an argument of type ``kind``."""
+    base, _ = _base(kind)
+    if isinstance(base, inspect.IntType):
+        if isinstance(raw, str) and raw.isascii() and raw.isdigit():
+            return int(raw)
+        if isinstance(raw, float) and raw.is_integer():
+            return int(raw)
+    if isinstance(base, inspect.BoolType) and raw in ("true", "false"):
+        return raw == "true"
     return raw
+
+
+def _problem(spec: ToolSpec, name: str, value: Any) -> MemoriesError:
+    """The one-line error for argument ``name`` of ``spec`` whose ``value`` msgspec refused."""
+    kind = spec.fields[name].type
+    base, _ = _base(kind)
+    if isinstance(base, inspect.IntType):
+        if not isinstance(value, int) or isinstance(value, bool):
+            return _invalid(name, "expected an integer")
+        if base.ge is not None and value < base.ge:
+            return _invalid(name, f"must be at least {base.ge}")
+        if name == "limit":
+            check_result_limit(value)  # limit_too_large, the CLI's error
+        return _invalid(name, "too large")
+    if isinstance(base, inspect.BoolType):
+        return _invalid(name, "expected true or false")
+    if isinstance(base, inspect.LiteralType):
+        return _invalid(name, f"expected one of {', '.join(map(str, spec.choices[name]))}")
+    if isinstance(value, str) and name == "id":
+        return _invalid(name, "expected a record id")
+    return _invalid(name, "expected a string")
 
 
 def decode(tool: str, arguments: dict[str, Any] | None) -> p.ToolCall:
@@ -205,17 +202,30 @@ def decode(tool: str, arguments: dict[str, Any] | None) -> p.ToolCall:
     if spec is None:
         raise MemoriesError("invalid_argument", f"unknown tool {tool[:64]!r}; the tools are {', '.join(TOOLS)}")
     given = dict(arguments or {})
-    known = {a.name for a in spec.arguments}
+    fields = spec.fields
     for name in given:
-        if name not in known:
-            raise _invalid(name, f"unknown argument ({tool} takes {', '.join(a.name for a in spec.arguments)})")
-    values = {}
-    for argument in spec.arguments:
-        raw = given.get(argument.name)
+        if name not in fields:
+            raise _invalid(name, f"unknown argument ({tool} takes {', '.join(fields)})")
+    values: dict[str, Any] = {}
+    for name, field in fields.items():
+        raw = given.get(name)
         if raw is None:
-            if argument.required:
-                raise _invalid(argument.name, "required")
-            values[argument.name] = argument.default
-        else:
-            values[argument.name] = _value(argument, raw)
-    return spec.build(**values)
+            if field.required:
+                raise _invalid(name, "required")
+            continue
+        values[name] = _lax(field.type, raw)
+    try:
+        call = msgspec.convert(values, spec.arguments)
+    except msgspec.ValidationError as exc:
+        found = _AT_FIELD.search(str(exc))
+        if found is None or found.group(1) not in values:
+            raise MemoriesError("invalid_argument", f"the arguments: {str(exc)[:200]}") from None
+        name = found.group(1)
+        raise _problem(spec, name, values[name]) from None
+    for name, field in fields.items():
+        _, meta = _base(field.type)
+        limit = (meta.extra or {}).get("max_utf8_bytes") if meta is not None else None
+        value = getattr(call, name)
+        if limit is not None and len(value.encode("utf-8", "surrogatepass")) > limit:
+            raise MemoriesError("query_too_long", f"{name}: longer than {limit:,} UTF-8 bytes")
+    return call
