@@ -63,6 +63,8 @@ CODES: dict[str, str] = {
     "budget_exceeded": "The job ran past its time budget; a retry reuses the work already done.",
     "cancelled": "The job was cancelled.",
     "vault_changed": "The vault kept changing while the job ran; try again.",
+    "policy_changed": "The vault's device-only policy changed while the job ran; the job was stopped and any reply "
+    "still in flight dropped: run it again.",
     # Ingest and retrieval
     "unsupported_file": "Only UTF-8 text and Markdown can be imported; convert the file to text first.",
     "query_too_long": "The query is longer than 1,024 bytes.",

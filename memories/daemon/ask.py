@@ -46,7 +46,7 @@ from memories.caps import cut_answer
 from memories.config import GenerationConfig, RagConfig
 from memories.daemon.backends import request_budget
 from memories.daemon.context import Handlers, RequestContext
-from memories.daemon.egress import refuse_device_only
+from memories.daemon.egress import check_current_policy, refuse_device_only
 from memories.daemon.jobs import JobManager, VaultJob
 from memories.daemon.retrieval import Retrieval
 from memories.daemon.store_gate import StoreGate
@@ -147,6 +147,7 @@ class Asking:
             if not hits:
                 return _insufficient(mode, "retrieval")
             sources = select_sources([(hit.title, hit.text) for hit in hits], generation.max_context_chars)
+            await check_current_policy(self._store, current, generation.url, "rag.generation")
             reply = await self._generate(job, generation, request.question, sources)
             generated = _Generated(mode, sources, hits[: len(sources)], reply.text)
             return generated.report()

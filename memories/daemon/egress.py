@@ -1,14 +1,19 @@
 """Device-only vaults (R-41): no step sends their data to a non-loopback model endpoint.
 
-Every step that would hand vault text to an endpoint (embedding chunks or a query, rerank, generation) asks
-:func:`refuse_device_only` first, before a request is built, so a refusal means not one byte left. Local inference
-and loopback services (``127.0.0.0/8``, ``::1``, ``localhost``) are allowed.
+A request that would hand vault text to an endpoint (embedding chunks or a query, rerank, generation) asks
+:func:`refuse_device_only` first, before a job starts, so a refusal means not one byte left. A job runs for a
+while (``rag index --background`` for hours), and the policy may change meanwhile: a change cuts the vault's jobs
+(``policy_changed``, :meth:`memories.daemon.jobs.JobManager.cut_vault`), and every remote step (each embedding
+batch, query embedding, rerank and generation) also asks :func:`check_current_policy`, which reads the policy as
+stored now, right before the request is built: a job that started from a vault row read before the change sends
+nothing either. Local inference and loopback services (``127.0.0.0/8``, ``::1``, ``localhost``) are allowed.
 """
 
 from __future__ import annotations
 
 import urllib.parse
 
+from memories.daemon.store_gate import StoreGate
 from memories.errors import MemoriesError
 from memories.http.urls import is_loopback_host
 from memories.store import VaultRow
@@ -33,3 +38,15 @@ def refuse_device_only(vault: VaultRow, url: str | None, table: str) -> None:
             "service or the local model, or `memories vault policy VAULT --device-only off`",
             {"vault": vault.id, "table": table},
         )
+
+
+async def check_current_policy(store: StoreGate, vault: VaultRow, url: str | None, table: str) -> None:
+    """Before a remote step of a job on ``vault``: :func:`refuse_device_only` with the vault's policy as stored now
+    (proven by its sealed key), not as it was when the job started. No store call when ``url`` is loopback or
+    ``None``.
+
+    Raises:
+        MemoriesError: ``device_only_vault``; ``vault_locked``, ``vault_not_found``, ``integrity_error``.
+    """
+    if leaves_device(url):
+        refuse_device_only(await store.resolve_unlocked(vault.id), url, table)

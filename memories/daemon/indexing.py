@@ -25,7 +25,7 @@ from memories import worker_protocol as w
 from memories.daemon.backends import EmbeddingBackend
 from memories.daemon.cache_sync import CacheSync
 from memories.daemon.context import Handlers, RequestContext
-from memories.daemon.egress import refuse_device_only
+from memories.daemon.egress import check_current_policy, refuse_device_only
 from memories.daemon.jobs import JobManager, StaleEpoch, VaultJob
 from memories.daemon.store_gate import StoreGate
 from memories.daemon.workers import WorkerHandle
@@ -95,7 +95,8 @@ class Indexing:
 
     def start_background(self, vault: VaultRow, space: w.VectorSpace) -> VaultJob:
         """Embed the vault in the daemon's nursery, in budgeted rounds, with no client (``rag index
-        --background``). Its outcome is visible in ``memories jobs``. The caller checked the device-only policy."""
+        --background``). Its outcome is visible in ``memories jobs``. The caller checked the device-only policy;
+        each batch checks it again, and a change cuts the job."""
         return self._background(vault, lambda job: self._rounds(job, vault, space))
 
     def start_reindex(self, vault: VaultRow) -> VaultJob:
@@ -139,7 +140,8 @@ class Indexing:
 
         ``embedded_now`` counts the vectors the index worker stored new during this call; ``reused`` those it
         already held when the call began; ``missing`` those still to embed; ``failed`` the chunks the service
-        refused (never resent in this space). The caller checked the device-only policy.
+        refused (never resent in this space). The caller checked the device-only policy; each batch checks the
+        vault's current policy again before it is sent.
 
         Raises:
             MemoriesError: ``budget_exceeded`` (details as above) and the failures of the workers.
@@ -194,6 +196,7 @@ class Indexing:
         """Embed and store one batch: the inputs of ``plan`` at ``positions``."""
         keys = [plan.keys[position] for position in positions]
         inputs = [plan.inputs[position] for position in positions]
+        await check_current_policy(self._store, vault, self._backend.egress_url, "rag.embedding")
         embedded = await self._backend.embed(job, inputs)
         store = w.IndexStoreVectors(
             vault=vault.id,

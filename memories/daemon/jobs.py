@@ -11,12 +11,14 @@
   rounds, explicitly (:meth:`Job.fresh_round`). Before every worker step the budget is checked, so no step starts
   after the deadline; a step already in flight may finish and store its batch within :data:`GRACE`, the only grace
   there is, after which the scope cuts it (and the stuck worker is restarted).
-- **Cuts.** ``jobs cancel``, lock, a client hanging up, and (with grants) revoke and expiry call :meth:`Job.cut`
-  with the error the job ends with: the scope is cancelled at once, with no grace.
+- **Cuts.** ``jobs cancel``, lock, a client hanging up, a change of the vault's device-only policy
+  (``policy_changed``, :meth:`JobManager.cut_vault`) and (with grants) revoke and expiry call :meth:`Job.cut` with
+  the error the job ends with: the scope is cancelled at once, with no grace, and a worker reply still in flight is
+  dropped.
 - **Translation at the boundary.** :meth:`JobManager.run` is the one place where a cancelled scope becomes an
-  error: the cut's error (``cancelled``, ``vault_locked``, ``vault_changed``, ``grant_revoked``,
-  ``grant_expired``), or ``budget_exceeded`` for the deadline; ``details`` say how far the job got and carry the
-  job's own :attr:`Job.details` (the cards an ingest already stored).
+  error: the cut's error (``cancelled``, ``vault_locked``, ``vault_changed``, ``policy_changed``,
+  ``grant_revoked``, ``grant_expired``), or ``budget_exceeded`` for the deadline; ``details`` say how far the job
+  got and carry the job's own :attr:`Job.details` (the cards an ingest already stored).
 - **One acceptance check.** Just before a result is accepted: no cut requested, the home not locked, the job's
   guards (a grant's auth epoch and expiry, added by the grant layer) and, for epoch-checked jobs (search, ask),
   the vault epoch. A result that fails it is dropped and counted (``dropped_results`` in ``daemon status``); a
@@ -242,6 +244,7 @@ _CUT_MESSAGES = {
     "cancelled": "the job was cancelled",
     "vault_locked": "the home was locked while the job ran",
     "vault_changed": "the vault changed while the job ran; try again",
+    "policy_changed": "the vault's device-only policy changed while the job ran; run it again",
     "grant_revoked": "the grant was revoked while the call ran",
 }
 
@@ -398,6 +401,16 @@ class JobManager:
         for job in list(self._active.values()):
             if job.vault_id is not None and vault_id in (None, job.vault_id):
                 job.cancel(code)
+
+    async def cut_vault(self, vault_id: str, code: str) -> None:
+        """Cut every active job of the vault with ``code`` (``policy_changed``: what a job was allowed to do when it
+        started no longer holds) and wait until each has ended, so no step of them runs once this returns (a store
+        call in its thread finishes first; a worker step in flight is abandoned and its reply dropped)."""
+        cut = [job for job in self._active.values() if job.vault_id == vault_id]
+        for job in cut:
+            job.cancel(code)
+        for job in cut:
+            await job.finished.wait()
 
     def active_jobs(self, kind: str, vault_id: str) -> list[Job]:
         """The queued and running jobs of ``kind`` on the vault."""

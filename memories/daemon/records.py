@@ -74,9 +74,16 @@ class Records:
         )
 
     async def _vault_policy(self, request: p.VaultPolicy, ctx: RequestContext) -> p.Result:
+        """Set the device-only policy. A change cuts the vault's jobs (``policy_changed``) and answers once they
+        have ended: a job that started under the old policy sends nothing more, and a reply in flight is dropped.
+        The policy is stored first, so a job that starts meanwhile sees it at its next remote step
+        (:func:`memories.daemon.egress.check_current_policy`)."""
         vault = await self._store.resolve_unlocked(request.vault)
+        changed = vault.device_only != request.device_only
         vault = await self._store.run(self._store.vaults.set_policy, vault, request.device_only)
         self._epochs.bump(vault.id)
+        if changed:
+            await self._jobs.cut_vault(vault.id, "policy_changed")
         return _vault_info(vault)
 
     async def _vault_rename(self, request: p.VaultRename, ctx: RequestContext) -> p.Result:

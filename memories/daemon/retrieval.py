@@ -21,7 +21,7 @@ from memories.config import RagConfig, RerankConfig
 from memories.daemon.backends import EmbeddingBackend, request_budget
 from memories.daemon.cache_sync import CacheSync
 from memories.daemon.context import Handlers, RequestContext
-from memories.daemon.egress import leaves_device, refuse_device_only
+from memories.daemon.egress import check_current_policy, leaves_device, refuse_device_only
 from memories.daemon.indexing import Indexing
 from memories.daemon.jobs import JobManager, VaultJob
 from memories.daemon.store_gate import StoreGate
@@ -133,6 +133,7 @@ class Retrieval:
                 return mode, []
             space = await backend.space()
             await self._indexing.embed_missing(job, vault, space)
+            await check_current_policy(self._store, vault, backend.egress_url, "rag.embedding")
             vector = await backend.embed_query(job, request.query)
         query = w.IndexQuery(
             vault=vault.id,
@@ -150,6 +151,7 @@ class Retrieval:
         )
         hits = await self._query(job, vault, query, ctx)
         if rerank is not None and len(hits) > 1:
+            await check_current_policy(self._store, vault, rerank.url, "rag.rerank")
             hits = await self._learned_rerank(job, rerank, request.query, hits, request.limit)
         return mode, hits[: request.limit]
 

@@ -11,6 +11,7 @@ import os
 import sqlite3
 import subprocess
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -436,6 +437,34 @@ def test_device_only_vaults_send_nothing_off_the_device(
     assert fallback.code == 0 and fallback.doc["mode"] == "bm25" and fallback.doc["results"]
     assert any("device-only" in warning for warning in fallback.doc["warnings"])
     assert connect_proxy.carried == []
+
+
+def test_a_policy_change_stops_a_running_background_index(home: HomeDir, connect_proxy: ConnectProxy) -> None:
+    """Issue 21 item 5: `vault policy --device-only on` while `rag index --background` sends batches to an
+    off-device service. The job used to take the change for an edit and go on sending (notes added later too).
+    The proxy records every request for a name it never contacts; after the change it sees nothing more."""
+    connect_proxy.hold = threading.Event()  # the first batch stays in flight until the policy has changed
+    home.env.update({"HTTPS_PROXY": connect_proxy.url, "FAKE_KEY": "k"})
+    _start(
+        home,
+        "[rag.embedding]\nprotocol = 'compatible'\nurl = 'https://models.invalid.example/v1/embeddings'\n"
+        "model = 'm'\napi_key_env = 'FAKE_KEY'\nbatch_size = 1\n",
+    )
+    for n in range(3):
+        _add(home, f"Note {n}", f"Nightly backup number {n}.")
+    job_id = home.ok("rag", "index", "notes", "--background")["job_id"]
+    home.wait_for(lambda: connect_proxy.log, what="the first batch to reach the proxy")
+
+    assert home.ok("vault", "policy", "notes", "--device-only", "on")["device_only"] is True
+    changed = time.monotonic()
+    _add(home, "Later", "A note added after the change.")
+    connect_proxy.hold.set()
+    home.wait_for(lambda: home.status()["dropped_replies"] >= 1, what="the batch in flight to end, dropped")
+
+    [job] = [job for job in home.ok("jobs")["jobs"] if job["id"] == job_id]
+    assert (job["state"], job["error"]["code"]) == ("failed", "policy_changed")
+    assert len(connect_proxy.log) == 1 and connect_proxy.log[0].at < changed
+    assert connect_proxy.log[0].host == "models.invalid.example" and connect_proxy.carried == []
 
 
 def test_device_only_vaults_use_loopback_services(home: HomeDir, model_server: ModelServer) -> None:

@@ -52,7 +52,7 @@ async def test_a_vault_made_device_only_during_the_generation_drops_its_answer(t
             await middle.ok(p.VaultPolicy(vault="notes", device_only=True))
             release.set()
 
-        assert [error.code for error in outcome] == ["device_only_vault"] and len(calls) == 1
+        assert [error.code for error in outcome] == ["policy_changed"] and len(calls) == 1
 
 
 async def test_without_generation_config_the_owner_and_an_ai_client_each_get_their_own_message(tmp_path: Path) -> None:
