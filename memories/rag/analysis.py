@@ -83,7 +83,8 @@ class AnalyzedQuery(msgspec.Struct, frozen=True):
 
     Attributes:
         terms: distinct analyzed terms in query order; empty for an empty or punctuation-only query.
-        phrase: the normalized query for ``phrase`` matching (see :func:`phrase_key`).
+        phrase: the normalized query for ``phrase`` matching (see :func:`phrase_key`), without one pair of quotes
+            around it all.
     """
 
     terms: tuple[str, ...]
@@ -144,7 +145,25 @@ def analyze_query(query: str) -> AnalyzedQuery:
             f"the query has {len(terms)} distinct terms; at most {MAX_QUERY_TERMS} are accepted",
             {"max": MAX_QUERY_TERMS, "value": len(terms)},
         )
-    return AnalyzedQuery(terms=terms, phrase=_phrase(normalized))
+    return AnalyzedQuery(terms=terms, phrase=_phrase(_unquoted(normalized)))
+
+
+_QUOTE_PAIRS = {'"': '"”', "'": "'’", "“": '”"', "‘": "’'", "„": '“”"', "「": "」", "『": "』"}
+"""Opening quote -> the closing quotes that end it: straight, curly (as smart punctuation types them, or one of each
+when only one was made curly), German low-high, and the CJK corner brackets Chinese quotes a phrase with."""
+
+
+def _unquoted(query: str) -> str:
+    """The query without one pair of quotes around all of it (people type a phrase as ``"like this"``), so a
+    ``phrase`` search looks for what is inside them; otherwise unchanged.
+
+    >>> _unquoted("“do not use”"), _unquoted('say "hi"'), _unquoted("「所有權」")
+    ('do not use', 'say "hi"', '所有權')
+    """
+    text = query.strip()
+    if len(text) >= 2 and text[-1] in _QUOTE_PAIRS.get(text[0], ""):
+        return text[1:-1]
+    return query
 
 
 def is_han(term: str) -> bool:

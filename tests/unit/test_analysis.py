@@ -139,7 +139,8 @@ def test_phrase_key_folds_typographic_quotes_and_dashes() -> None:
     typed = phrase_key("Don\u2019t panic \u2014 it\u2018s \u201cquoted\u201d, co\u2013operate")
     plain = "Don't panic - it's \"quoted\", co-operate"
     assert typed == phrase_key(plain) == plain.lower()
-    assert analyze_query("“quoted”").phrase == '"quoted"'
+    assert analyze_query("say “quoted”").phrase == 'say "quoted"'
+    assert analyze_query("“quoted”").phrase == "quoted"  # one pair around the whole query is not part of the phrase
 
 
 def test_highlight_spans_point_into_the_original() -> None:

@@ -453,3 +453,16 @@ def test_a_single_han_character_no_chunk_holds_as_a_word_finds_the_words_that_co
     assert _found(index, "栈") == ["stack"]  # a word of its own here: no widening
     assert _found(index, "栈 发") == ["stack"]  # a query term is held: only what it matches
     assert _found(index, "鹿") == []  # no word holds it
+
+
+@pytest.mark.parametrize(
+    "quoted", ['"stack and the heap"', "“stack and the heap”", "'stack and the heap'", "‘stack and the heap’"]
+)
+def test_phrase_in_quotes_is_the_phrase_inside_them(quoted: str) -> None:
+    """Issue 21: a phrase typed in straight or curly quotes found nothing (the quotes were part of the phrase)."""
+    index = _index({"in-order": "the stack and the heap differ", "other": "the heap and the stack"})
+    assert _found(index, quoted, "phrase") == ["in-order"]
+    chinese = _index({"zh": "關於「所有權」與借用", "other": "權屬所有"})
+    assert _found(chinese, "「所有權」", "phrase") == _found(chinese, "所有權", "phrase") == ["zh"]
+    quoted_inside = _index({"quote": 'he said foo"bar loudly'})
+    assert _found(quoted_inside, 'foo"bar', "phrase") == ["quote"]  # a quote inside the phrase stays
