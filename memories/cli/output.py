@@ -58,12 +58,29 @@ class Session:
         return Client(self.home)
 
     def call(self, request: p.Request, *, progress: bool = False) -> tuple[Document, list[str]]:
-        """Send ``request``; returns the result document and the daemon's warnings."""
+        """Send ``request``; returns the result document and the daemon's warnings.
+
+        Raises:
+            MemoriesError: the daemon's failure; ``daemon_not_running`` when the daemon went away before its
+                answer, saying (and with ``progress``, in ``details``: ``done``, ``total``, ``unit``) how far the job
+                had got by its last progress event: what a job finished is kept (an ingest's cards are stored).
+        """
         if not progress:
             reply = self.client.request(request)
         else:
-            with self._progress() as on_progress:
-                reply = self.client.request(request, on_progress)
+            seen: list[p.Progress] = []
+            with self._progress() as show:
+
+                def on_progress(event: p.Progress) -> None:
+                    seen[:] = [event]
+                    show(event)
+
+                try:
+                    reply = self.client.request(request, on_progress)
+                except MemoriesError as exc:
+                    if exc.code != "daemon_not_running" or not seen or isinstance(exc, RequestFailed):
+                        raise
+                    raise _stopped_after(exc, seen[0]) from None
         return reply.document(), reply.warnings
 
     def emit(
@@ -111,6 +128,22 @@ class Session:
                 yield bar.update
         else:
             yield lambda event: None
+
+
+def _stopped_after(exc: MemoriesError, last: p.Progress) -> MemoriesError:
+    """``exc`` (the daemon went away mid-request) with how far the job had got, as its last progress event said: a
+    ``kill -9`` of the daemon during an ingest left only "closed the connection without an answer"."""
+    of = f" of {last.total:,}" if last.total is not None else ""
+    if last.done:
+        how_far = f"by then the job had finished at least {last.done:,}{of} {last.unit}, and what it finished is kept"
+        how_far += " (an ingest's cards are stored)" if last.unit == "files" else ""
+    else:
+        how_far = f"the job had not finished any{of} {last.unit} yet"
+    return MemoriesError(
+        exc.code,
+        f"{exc.message}; {how_far}: run the command again to go on",
+        {**exc.details, "done": last.done, "total": last.total, "unit": last.unit},
+    )
 
 
 def _write_json(document: Document) -> None:
