@@ -5,9 +5,10 @@ other files are reported ``skipped``; names starting with ``.`` (``.git``, ``.ob
 reached twice in one run is read once (see :func:`_walk`);
 ``--exclude`` patterns are gitignore-style, matched against the path relative to the folder (a bare name matches
 at any depth). A file named explicitly must be text. Each file's ``source`` is its path relative to the folder
-given (``/``-separated), or its file name when named directly, as of the latest ingest. A card is its file: its
-resolved path is sealed in the card's header (:class:`~memories.daemon.vaults.Origin`), so a later ingest of the
-same file updates that card, and a different file with the same name never does (see :func:`_find_card`).
+given (``/``-separated), or its file name when named directly, as of the ingest that stored the card's latest
+revision (an unchanged note ingested through another folder keeps its revision, and its ``source``). A card is its
+file: its resolved path is sealed in the card's header (:class:`~memories.daemon.vaults.Origin`), so a later ingest
+of the same file updates that card, and a different file with the same name never does (see :func:`_find_card`).
 
 Refused files (``unsupported_file``: PDF, Office documents, images, archives, NUL bytes, invalid UTF-8; or
 ``body_too_large``; or ``internal_error`` when reading or storing that one file failed unexpectedly) store
@@ -283,11 +284,14 @@ class Ingest:
             return record_id, revision, "added", True
         existing, how = found
         header, old_body = vaults.read_latest(vault, existing)
+        # The same text, title and tags read through another folder (a subfolder, a parent) is no new revision:
+        # ``source`` is the readable path of the ingest that stored the latest revision, and changes with the next.
+        # Only a card without one (`memory update --meta` replaced it) gets it back.
         same = (
             old_body == note.body
             and header.title == note.title
-            and header.meta.get("source") == source
             and split_tags(header.meta.get("tags")) == note.tags
+            and "source" in header.meta
         )
         if same and header.origin == origin:
             return existing, vaults.catalog(vault)[existing].revision, "unchanged", False

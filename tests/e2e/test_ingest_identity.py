@@ -129,7 +129,7 @@ def test_cards_of_the_previous_release_are_found_by_source_and_text(tmp_path: Pa
             "changed.md": ("unchanged", old["changed.md"]["id"]),
             "guide/README.md": ("unchanged", old["guide/README.md"]["id"]),
             "guide/setup.md": ("unchanged", old["guide/setup.md"]["id"]),
-            "direct/single.md": ("updated", old["single.md"]["id"]),  # the same file: its source follows it
+            "direct/single.md": ("unchanged", old["single.md"]["id"]),  # the same file, unchanged: its revision stays
         }
         _write(notes / "changed.md", "# Changed later\n\nA third version, about lanterns.\n")
         [changed] = home.ok("rag", "ingest", "notes", str(notes / "changed.md"))["results"]

@@ -91,3 +91,26 @@ async def test_lock_answers_while_a_note_is_still_being_parsed(middle: Middle, t
     assert locked.locked and outcome == ["vault_locked"]
     assert [type(r) for r in middle.fakes["index"].requests] == [w.ParseNotes]  # nothing parsed in the supervisor
     assert middle.daemon.workers.index.lock_restarts == 1  # the worker holding the note's text was killed
+
+
+async def test_ingesting_a_subfolder_again_keeps_unchanged_notes_and_their_source(
+    middle: Middle, tmp_path: Path
+) -> None:
+    """Issue 21: ingesting ``notes/sub`` after ``notes`` added a revision to every unchanged note of ``sub``, only
+    because its ``source`` (the path relative to the folder given) changed. A changed note takes the new one."""
+    folder = tmp_path / "notes"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "sub" / "kept.md").write_text("# Kept\n\nthe same text\n")
+    (folder / "sub" / "edited.md").write_text("# Edited\n\nfirst text\n")
+    await middle.ok(p.RagIngest(vault="notes", paths=[str(folder)], recursive=True))
+    (folder / "sub" / "edited.md").write_text("# Edited\n\nsecond text\n")
+    again = await middle.ok(p.RagIngest(vault="notes", paths=[str(folder / "sub")]))
+    assert sorted((r.source, r.status, r.revision) for r in again.results) == [
+        ("edited.md", "updated", 2),
+        ("kept.md", "unchanged", 1),
+    ]
+    listed = {r.title: r for r in (await middle.ok(p.MemoryList(vault="notes"))).records}
+    kept = await middle.ok(p.MemoryRead(vault="notes", id=listed["Kept"].id))
+    edited = await middle.ok(p.MemoryRead(vault="notes", id=listed["Edited"].id))
+    assert (kept.revision, kept.meta["source"]) == (1, "sub/kept.md")  # as stored with its revision
+    assert (edited.revision, edited.meta["source"]) == (2, "edited.md")
