@@ -6,13 +6,12 @@ The token is printed once by ``grant create`` (the daemon keeps only its SHA-256
 
 from __future__ import annotations
 
-import datetime
 from typing import get_args
 
 import click
 
 from memories import protocol as p
-from memories.cli.output import Session, command, common_options, table
+from memories.cli.output import Session, command, common_options, local_time, table
 
 SCOPE_HELP = "Comma-separated tools: search, read, retrieve, ask (memory_search ... memory_ask)."
 EXPIRES_HELP = "30m, 12h, 7d, an ISO-8601 time or never (default: 30d)."
@@ -30,12 +29,6 @@ def parse_scope(text: str) -> list[str]:
     return names
 
 
-def _when(seconds: float | None) -> str:
-    if seconds is None:
-        return "never"
-    return datetime.datetime.fromtimestamp(seconds).isoformat(timespec="seconds")
-
-
 def _show_grants(document: dict) -> None:
     rows = [
         [
@@ -43,8 +36,8 @@ def _show_grants(document: dict) -> None:
             g["vault"],
             g["client"],
             ",".join(g["scope"]),
-            _when(g["created"]),
-            _when(g["expires"]),
+            local_time(g["created"]),
+            local_time(g["expires"]),
             g["state"],
         ]
         for g in document["grants"]
@@ -68,7 +61,7 @@ def create(session: Session, vault_ref: str, client: str, scope: str, expires: s
 
     def human(document: dict) -> None:
         click.echo(f"grant {document['id']} on {document['vault']} for {document['client']}")
-        click.echo(f"scope {','.join(document['scope'])}, expires {_when(document['expires'])}")
+        click.echo(f"scope {','.join(document['scope'])}, expires {local_time(document['expires'])}")
         click.echo(f"token (shown once): {document['token']}")
 
     request = p.GrantCreate(vault=vault_ref, client=client, scope=parse_scope(scope), expires=expires)  # type: ignore[arg-type]

@@ -7,7 +7,6 @@ input is removed. Listing never prints a body.
 
 from __future__ import annotations
 
-import datetime
 import shlex
 import sys
 from typing import BinaryIO, get_args
@@ -19,6 +18,7 @@ from memories.cli.output import (
     Session,
     command,
     common_options,
+    local_time,
     one_line,
     plain_decimal,
     table,
@@ -184,7 +184,7 @@ or more."""
 def show_record(vault_ref: str, document: dict) -> None:
     """``memory read`` as text (``document`` escaped already): title, id line, the conflict when there is one
     (:func:`conflict_lines`), metadata, body."""
-    updated = datetime.datetime.fromtimestamp(document["updated"]).isoformat(timespec="seconds")
+    updated = local_time(document["updated"])
     click.echo(f"# {document['title']}")
     click.echo(
         f"id {document['id']}  revision {document['revision']}  {document['kind']}  "

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import datetime
 import functools
 import math
 import os
@@ -307,6 +308,15 @@ def table(rows: list[list[str]], headers: list[str]) -> None:
     for row in [headers, *rows]:
         cells = [cell + " " * (widths[i] - display_width(cell)) for i, cell in enumerate(row)]
         click.echo("  ".join(cells).rstrip())
+
+
+def local_time(seconds: float | None) -> str:
+    """Unix ``seconds`` as local ISO 8601 time to the second with its UTC offset (``2025-03-01T09:30:00+08:00``),
+    so a time read on another machine, in a log or after a move to another zone is still one moment; ``never`` for
+    ``None``."""
+    if seconds is None:
+        return "never"
+    return datetime.datetime.fromtimestamp(seconds).astimezone().isoformat(timespec="seconds")
 
 
 def plain_decimal(value: float, significant: int = 4) -> str:

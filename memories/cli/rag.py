@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime
 import os
 
 import click
@@ -14,6 +13,7 @@ from memories.cli.output import (
     command,
     common_options,
     counted,
+    local_time,
     mebibytes,
     one_line,
     plain_decimal,
@@ -219,7 +219,7 @@ def status(session: Session, vault_ref: str) -> None:
             f"{counted(document['text_bytes'], 'byte')} of text"
         )
         if built:
-            click.echo(f"built      {datetime.datetime.fromtimestamp(built).isoformat(timespec='seconds')}")
+            click.echo(f"built      {local_time(built)}")
         embedded, missing = document["embedded"], document["missing"]
         # Chunks with the same title and text are one model input and share one vector, so these can add up
         # to fewer than the chunks above.

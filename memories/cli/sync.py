@@ -6,14 +6,13 @@ stdin; it has the same minimum length as ``init``'s. Folders are sent to the dae
 
 from __future__ import annotations
 
-import datetime
 import os
 
 import click
 
 from memories import protocol as p
 from memories.cli.keys import read_passphrase
-from memories.cli.output import Session, command
+from memories.cli.output import Session, command, local_time
 from memories.errors import EXIT_PARTIAL
 
 _STDIN_HELP = "Read the sync passphrase as one line from standard input (never from an argument)."
@@ -24,16 +23,10 @@ def sync() -> None:
     """Carry a vault between devices through a shared folder (Syncthing, Dropbox, a NAS)."""
 
 
-def _when(seconds: float | None) -> str:
-    if seconds is None:
-        return "never"
-    return datetime.datetime.fromtimestamp(seconds).isoformat(timespec="seconds")
-
-
 def _show(document: dict) -> None:
     click.echo(f"vault {document['vault']}  folder {document['folder']}")
-    click.echo(f"last push {_when(document['last_push'])} ({document['pushed']} written)")
-    click.echo(f"last pull {_when(document['last_pull'])} ({document['imported']} imported)")
+    click.echo(f"last push {local_time(document['last_push'])} ({document['pushed']} written)")
+    click.echo(f"last pull {local_time(document['last_pull'])} ({document['imported']} imported)")
     for record_id in document["conflicts"]:
         click.echo(f"conflict: record {record_id} (`memory read` names its versions; `memory update` resolves it)")
     for bad in document["bad"]:
@@ -45,7 +38,7 @@ def _show(document: dict) -> None:
         click.echo(f"not here yet: {document['not_local']} payload(s); waiting for parents: {document['waiting']}")
     failed = document.get("timer_error")  # absent from a daemon started before the field existed
     if failed:
-        click.echo(f"timed sync failed {_when(failed['at'])}: {failed['code']}: {failed['message']}")
+        click.echo(f"timed sync failed {local_time(failed['at'])}: {failed['code']}: {failed['message']}")
 
 
 def _failed_authentication(document: dict) -> int:

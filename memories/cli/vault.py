@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import datetime
 import sys
 
 import click
 
 from memories import protocol as p
-from memories.cli.output import Session, command, common_options, counted, table
+from memories.cli.output import Session, command, common_options, counted, local_time, table
 from memories.cli.terminal import escape
 from memories.errors import MemoriesError
 
@@ -50,7 +49,7 @@ def show(session: Session, vault_ref: str) -> None:
 
     def human(document: dict) -> None:
         _show_vault(document)
-        created = datetime.datetime.fromtimestamp(document["created"]).isoformat(timespec="seconds")
+        created = local_time(document["created"])
         click.echo(f"created {created}, {counted(document['records'], 'record')}")
 
     session.emit(*session.call(p.VaultShow(vault=vault_ref)), human)

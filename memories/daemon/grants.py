@@ -292,7 +292,7 @@ class Grants:
 
 
 def _expired(expires: float) -> MemoriesError:
-    moment = datetime.datetime.fromtimestamp(expires).isoformat(timespec="seconds")
+    moment = datetime.datetime.fromtimestamp(expires).astimezone().isoformat(timespec="seconds")
     return MemoriesError("grant_expired", f"the grant expired at {moment}; create a new one")
 
 
