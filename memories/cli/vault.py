@@ -19,8 +19,9 @@ def vault(json_mode: bool, home: str | None, config: str | None) -> None:
 
 
 def _show_vault(document: dict) -> None:
-    policy = "device-only" if document["device_only"] else "may use configured models"
-    click.echo(f"{document['id']}  {document['name']}  ({policy})")
+    """``ID  NAME``, and ``(device-only)`` for a vault that is (a vault that is not needs no word: models are used
+    only when the config names them)."""
+    click.echo(f"{document['id']}  {document['name']}{'  (device-only)' if document['device_only'] else ''}")
 
 
 @command(vault)
@@ -50,7 +51,8 @@ def show(session: Session, vault_ref: str) -> None:
     def human(document: dict) -> None:
         _show_vault(document)
         created = local_time(document["created"])
-        click.echo(f"created {created}, {counted(document['records'], 'record')}")
+        policy = "yes" if document["device_only"] else "no"
+        click.echo(f"created {created}, {counted(document['records'], 'record')}, device-only: {policy}")
 
     session.emit(*session.call(p.VaultShow(vault=vault_ref)), human)
 
@@ -61,7 +63,10 @@ def show(session: Session, vault_ref: str) -> None:
 def policy(session: Session, vault_ref: str, device_only: str) -> None:
     """Turn the device-only policy on or off."""
     request = p.VaultPolicy(vault=vault_ref, device_only=device_only == "on")
-    session.emit(*session.call(request), _show_vault)
+    session.emit(
+        *session.call(request),
+        lambda d: click.echo(f"{d['id']}  {d['name']}  device-only: {'on' if d['device_only'] else 'off'}"),
+    )
 
 
 @command(vault)

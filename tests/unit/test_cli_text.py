@@ -1,0 +1,33 @@
+"""Text the CLI prints for a reply, without a daemon: ``Session.call`` answers with a document as the daemon would
+(issue 21's smaller things a new user hit)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from memories.cli import cli
+from memories.cli.output import Session
+
+
+def _text(monkeypatch: pytest.MonkeyPatch, document: dict[str, Any], *args: str) -> str:
+    monkeypatch.setattr(Session, "call", lambda self, request, **options: (document, []))
+    done = CliRunner().invoke(cli, ["--home", "/nonexistent", *args], catch_exceptions=False)
+    assert done.exit_code == 0, done.output
+    return done.output
+
+
+VAULT = {"id": "4f0c9e2a7d1b3c55", "name": "notes", "device_only": False, "created": 0, "records": 3}
+
+
+def test_vault_create_of_a_vault_that_is_not_device_only_says_nothing_of_models(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """It printed ``(may use configured models)`` to someone who had configured none."""
+    assert _text(monkeypatch, VAULT, "vault", "create", "notes") == "4f0c9e2a7d1b3c55  notes\n"
+    device_only = {**VAULT, "device_only": True}
+    assert _text(monkeypatch, device_only, "vault", "create", "notes") == "4f0c9e2a7d1b3c55  notes  (device-only)\n"
+    assert _text(monkeypatch, VAULT, "vault", "policy", "notes", "--device-only", "off").endswith("device-only: off\n")
+    assert _text(monkeypatch, VAULT, "vault", "show", "notes").endswith(", 3 records, device-only: no\n")
