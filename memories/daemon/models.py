@@ -121,7 +121,7 @@ class Models:
             raise MemoriesError(
                 "model_not_installed",
                 f"no embedding model in {where} ({', '.join(missing)} missing); run `memories rag model-install`, "
-                'or search in bm25 mode (`--mode bm25`; `mode: "bm25"` over MCP)',
+                "or search in bm25 mode (`--mode bm25`)",
                 {"directory": str(self.path), "missing": missing},
             )
         if self._loaded is None:

@@ -53,6 +53,13 @@ NO_GENERATION = (
 """What an AI client is told when ``[rag.generation]`` is missing: what it can do instead, in its own tools' names,
 and nothing of the user's machine (no config path, no CLI command)."""
 
+NO_MODEL = (
+    'the user has not installed the embedding model in Memories, so only mode "bm25" searches this vault; '
+    'call again with mode "bm25"'
+)
+"""``model_not_installed`` told to an AI client: in its tools' arguments, without the model's folder or the CLI
+command the user is told (each channel names only its own arguments)."""
+
 
 class Tools:
     """The daemon's side of ``memories mcp serve``.
@@ -105,6 +112,10 @@ class Tools:
         call_ctx = RequestContext(attach)
         try:
             result = await self._answer(request.call, authorized.vault, call_ctx)
+        except MemoriesError as exc:
+            if exc.code == "model_not_installed":
+                raise MemoriesError(exc.code, NO_MODEL) from None
+            raise
         finally:
             ctx.warnings.extend(call_ctx.warnings)
             running.difference_update(mine)
