@@ -35,9 +35,9 @@ MCP_SCRIPT = """
 import json, os, resource, sys
 import memories.mcp.server
 from memories.hardening import dumpable
-def serve(home):  # stands in for the SDK's stdio loop: report the state the server would run in
+def serve_stdio(home):  # stands in for the SDK's stdio loop: report the state the server would run in
     print(json.dumps({"dumpable": dumpable(), "core": resource.getrlimit(resource.RLIMIT_CORE)}))
-memories.mcp.server.serve = serve
+memories.mcp.server.serve_stdio = serve_stdio
 sys.argv = ["memories", "--home", sys.argv[1], "mcp", "serve"]
 from memories.cli import main
 main()
