@@ -1,4 +1,4 @@
-"""``mcp serve``: the MCP server on stdio for AI clients (the SDK loads only here)."""
+"""``mcp serve``: the MCP server for AI clients, on stdio or on a loopback HTTP port (the SDK loads only here)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,24 @@ def mcp(json_mode: bool, home: str | None, config: str | None) -> None:
 
 
 @command(mcp)
-def serve(session: Session) -> None:
-    """Serve MCP on stdin/stdout with the grant token in MEMORIES_GRANT_TOKEN; ends when stdin ends."""
+@click.option(
+    "--http",
+    "listen",
+    metavar="[127.0.0.1:]PORT",
+    help="Serve Streamable HTTP at http://127.0.0.1:PORT/mcp instead of stdio (loopback only; port 0 picks a free "
+    "one); each request sends its grant token as `Authorization: Bearer`.",
+)
+def serve(session: Session, listen: str | None) -> None:
+    """Serve MCP on stdin/stdout with the grant token in MEMORIES_GRANT_TOKEN (ends when stdin ends), or over
+    HTTP with --http (ends on SIGTERM)."""
     from memories.hardening import harden_process
 
-    harden_process()  # first, as the daemon does: it holds the grant token and the notes it relays
-    from memories.mcp.server import serve_stdio
+    harden_process()  # first, as the daemon does: it holds the grant token(s) and the notes it relays
+    if listen is None:
+        from memories.mcp.server import serve_stdio
 
-    serve_stdio(session.home)
+        serve_stdio(session.home)
+        return
+    from memories.mcp.http import serve_http
+
+    serve_http(session.home, listen)
