@@ -8,6 +8,11 @@
 - ``vscode``: ``$XDG_CONFIG_HOME/Code/User/mcp.json`` (``servers`` with ``"type": "stdio"``, JSONC;
   ``XDG_CONFIG_HOME`` defaults to ``~/.config``, also when it is relative), skill in ``~/.copilot/skills/memories``.
 
+Each entry is the stdio form by default (the client starts ``memories mcp serve`` with the token in ``env``), or
+with ``inject --http`` the HTTP form for a running ``memories mcp serve --http``: its URL and the header
+``Authorization: Bearer <token>`` (``"type": "http"``, ``url``, ``headers`` in Claude Code, VS Code and Cursor;
+``url`` and ``http_headers`` in Codex).
+
 ``~`` is ``HOME``. A relative ``HOME``, ``CLAUDE_CONFIG_DIR`` or ``CODEX_HOME`` is refused for the clients whose
 paths come from it (``invalid_environment``); an unset or empty one means its default.
 
@@ -36,8 +41,9 @@ ConfigFormat = Literal["json", "jsonc", "toml"]
 
 @dataclass(frozen=True)
 class ClientTarget:
-    """One AI client: its config file, format and server table, whether its entries name ``"type": "stdio"``,
-    its skills folder, and the folder whose presence says it is installed (for ``inject all``)."""
+    """One AI client: its config file, format and server table, whether its entries name their ``"type"``,
+    its skills folder, the folder whose presence says it is installed (for ``inject all``), and the key of an HTTP
+    entry's headers."""
 
     name: str
     title: str
@@ -47,14 +53,21 @@ class ClientTarget:
     typed: bool
     skills_dir: str
     marker: str
+    headers_key: str = "headers"
 
     def installed(self) -> bool:
         return os.path.exists(self.marker)
 
     def entry(self, command: str, args: list[str], env: dict[str, str]) -> dict[str, Any]:
-        """The MCP server entry in this client's shape."""
+        """The stdio MCP server entry in this client's shape."""
         entry: dict[str, Any] = {"type": "stdio"} if self.typed else {}
         entry.update(command=command, args=args, env=env)
+        return entry
+
+    def http_entry(self, url: str, token: str) -> dict[str, Any]:
+        """The HTTP MCP server entry in this client's shape: ``url`` and the grant token as a bearer header."""
+        entry: dict[str, Any] = {"type": "http"} if self.typed else {}
+        entry.update({"url": url, self.headers_key: {"Authorization": f"Bearer {token}"}})
         return entry
 
 
@@ -107,7 +120,7 @@ def _codex(env: _Environment) -> ClientTarget:
     codex_home = env.folder("CODEX_HOME") or os.path.join(env.home(), ".codex")
     config = os.path.join(codex_home, "config.toml")
     skills = os.path.join(env.home(), ".agents", "skills", SERVER_NAME)
-    return ClientTarget("codex", "Codex", config, "toml", "mcp_servers", False, skills, codex_home)
+    return ClientTarget("codex", "Codex", config, "toml", "mcp_servers", False, skills, codex_home, "http_headers")
 
 
 def _cursor(env: _Environment) -> ClientTarget:

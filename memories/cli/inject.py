@@ -5,6 +5,9 @@ MCP config (the absolute path of this ``memories`` executable, ``mcp serve``, an
 token in the entry's ``env``, because GUI clients start servers with a reduced environment; ``--config`` when the
 daemon's config is not the default), merged into the file, and the bundled skill where the client loads skills.
 
+With ``--http [127.0.0.1:]PORT`` the entries are the HTTP form instead, for a ``memories mcp serve --http`` the
+user runs (the URL and ``Authorization: Bearer <token>``; see :mod:`memories.clients`).
+
 Without ``--force`` an existing ``memories`` entry and an installed skill that differs are kept; with it they are
 replaced (the skill backed up first) and the grant the old entry held is revoked. ``all`` configures the clients
 that are installed (their folder exists) and says which it skipped.
@@ -26,6 +29,7 @@ from memories.client import RequestFailed
 from memories.clients import CLIENTS, SERVER_NAME, TOKEN_ENV, ClientTarget, target
 from memories.configfiles import json_entry, merge_json, merge_toml, read_config, toml_entry, write_config
 from memories.errors import EXIT_ERROR, EXIT_PARTIAL, MemoriesError
+from memories.mcp.endpoint import parse_listen, url_of
 from memories.skill import install_skill
 
 _DESKTOP_NOTE = "Claude Desktop has no Linux build; nothing to configure"
@@ -55,25 +59,45 @@ def _merged(target: ClientTarget, text: str | None, entry: dict[str, Any]) -> st
 
 
 def _old_token(entry: Any) -> str | None:
-    env = entry.get("env") if isinstance(entry, dict) else None
-    token = env.get(TOKEN_ENV) if isinstance(env, dict) else None
-    return token if isinstance(token, str) else None
+    """The grant token of an entry ``inject`` wrote: in the stdio form's ``env``, or the HTTP form's header."""
+    if not isinstance(entry, dict):
+        return None
+    env = entry.get("env")
+    if isinstance(env, dict) and isinstance(env.get(TOKEN_ENV), str):
+        return str(env[TOKEN_ENV])
+    for key in ("headers", "http_headers"):
+        headers = entry.get(key)
+        value = headers.get("Authorization") if isinstance(headers, dict) else None
+        if isinstance(value, str) and value.startswith("Bearer "):
+            return value.removeprefix("Bearer ")
+    return None
 
 
 class _Injector:
     """One ``inject`` run: the grant request's terms and the entry's command line."""
 
-    def __init__(self, session: Session, vault: str, scope: list[str], expires: str, force: bool) -> None:
+    def __init__(
+        self, session: Session, vault: str, scope: list[str], expires: str, force: bool, url: str | None
+    ) -> None:
         self.session = session
         self.vault = vault
         self.scope = scope
         self.expires = expires
         self.force = force
+        self.url = url
         home = session.home
-        self.command = _executable()
+        self.command = _executable() if url is None else None  # the HTTP form names no executable
         self.args = ["mcp", "serve"]
         if home.config_path != home.default_config_path:
             self.args += ["--config", home.config_path]
+
+    def entry(self, target: ClientTarget, token: str) -> dict[str, Any]:
+        """The entry for ``target`` holding ``token``: the HTTP form with ``--http``, else the stdio form."""
+        if self.url is not None:
+            return target.http_entry(self.url, token)
+        assert self.command is not None
+        env = {"MEMORIES_HOME": self.session.home.root, TOKEN_ENV: token}
+        return target.entry(self.command, self.args, env)
 
     def run(self, target: ClientTarget) -> dict[str, Any]:
         row: dict[str, Any] = {"client": target.name, "config": target.config_path, "grant": None, "restart": False}
@@ -98,22 +122,18 @@ class _Injector:
     def _configure(self, target: ClientTarget, text: str | None, current: Any) -> dict[str, Any]:
         request = p.GrantCreate(vault=self.vault, client=target.name, scope=self.scope, expires=self.expires)  # type: ignore[arg-type]
         grant = self.session.client.request(request).document()
-        env = {"MEMORIES_HOME": self.session.home.root, TOKEN_ENV: grant["token"]}
         try:
-            backup = write_config(target.config_path, _merged(target, text, target.entry(self.command, self.args, env)))
+            backup = write_config(target.config_path, _merged(target, text, self.entry(target, grant["token"])))
         except MemoriesError:
             self._revoke(p.GrantRevoke(id=grant["id"]))
             raise
         old = _old_token(current)
         if old is not None and old != grant["token"]:
             self._revoke(p.GrantRevoke(token=old))
-        return {
-            "status": "configured",
-            "grant": grant["id"],
-            "backup": backup,
-            "restart": True,
-            "note": f"restart {target.title} to load the {SERVER_NAME} server",
-        }
+        note = f"restart {target.title} to load the {SERVER_NAME} server"
+        if self.url is not None:
+            note += f" (at {self.url}: keep `memories mcp serve --http` running on that port)"
+        return {"status": "configured", "grant": grant["id"], "backup": backup, "restart": True, "note": note}
 
     def _revoke(self, request: p.GrantRevoke) -> None:
         try:
@@ -145,11 +165,26 @@ def _show(document: dict) -> None:
 @click.option("--scope", required=True, help=SCOPE_HELP)
 @click.option("--expires", default="30d", show_default=True, help=EXPIRES_HELP)
 @click.option("--force", is_flag=True, help="Replace an existing memories entry and skill; revoke the old grant.")
-def inject(session: Session, client: str, vault_ref: str, scope: str, expires: str, force: bool) -> int:
+@click.option(
+    "--http",
+    "listen",
+    metavar="[127.0.0.1:]PORT",
+    help="Write the HTTP form (URL and bearer token) for a `memories mcp serve --http PORT` you run, instead of "
+    "the stdio form.",
+)
+def inject(
+    session: Session, client: str, vault_ref: str, scope: str, expires: str, force: bool, listen: str | None
+) -> int:
     """Configure AI clients (claude-code, codex, cursor, vscode, or all installed ones) for MCP."""
     scopes = parse_scope(scope)
+    url = None
+    if listen is not None:
+        address, port = parse_listen(listen)
+        if port == 0:
+            raise MemoriesError("invalid_argument", "--http: give the port `memories mcp serve --http` listens on")
+        url = url_of(address, port)
     session.call(p.VaultShow(vault=vault_ref))  # the daemon runs, the home is unlocked and the vault exists
-    injector = _Injector(session, vault_ref, scopes, expires, force)
+    injector = _Injector(session, vault_ref, scopes, expires, force, url)
     rows: list[dict[str, Any]] = []
     for name in CLIENTS:
         if client not in ("all", name):

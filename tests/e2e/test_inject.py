@@ -14,6 +14,7 @@ from memories.clients import TOKEN_ENV
 from memories.skill import bundled_skill
 from tests.fixtures.daemon import HomeDir
 from tests.fixtures.mcp_client import call, mcp_session
+from tests.fixtures.mcp_wire import HttpServer, HttpWire
 
 START = {"mcpServers": {"other": {"command": "x"}}, "preferences": {"theme": "dark"}}
 
@@ -194,3 +195,34 @@ async def test_the_token_written_into_a_config_works_for_mcp_serve(clients: tupl
     async with mcp_session(home, entry["env"][TOKEN_ENV], command=entry["command"]) as session:
         error, found = await call(session, "memory_search", {"query": "injected"})
         assert not error and found["results"][0]["title"] == "inject"
+
+
+def test_the_http_form_reaches_a_running_endpoint_and_replacing_a_form_revokes_the_old_grant(
+    clients: tuple[HomeDir, Path],
+) -> None:
+    """inject --http PORT writes the URL and the bearer header (Codex: http_headers) instead of the command; the
+    token works against mcp serve --http on that port; --force from stdio to HTTP revokes the stdio entry's grant."""
+    home, fake = clients
+    home.ok("memory", "add", "notes", "--title", "inject", "--body", "reachable through the HTTP entry")
+    stdio = _inject(home)
+    with HttpServer(home) as server:
+        http = _inject(home, "--force", "--http", str(server.port))
+        entry = json.loads((fake / ".claude.json").read_text())["mcpServers"]["memories"]
+        assert entry == {"type": "http", "url": server.url, "headers": entry["headers"]}
+        scheme, token = entry["headers"]["Authorization"].split(" ")
+        assert scheme == "Bearer" and token.startswith("mem_")
+        codex = tomlkit.parse((fake / "codex" / "config.toml").read_text()).unwrap()["mcp_servers"]["memories"]
+        assert set(codex) == {"url", "http_headers"} and codex["url"] == server.url
+        assert codex["http_headers"]["Authorization"].startswith("Bearer mem_")
+        vscode = (fake / "xdg" / "Code" / "User" / "mcp.json").read_text()
+        assert '"type": "http"' in vscode and "// keep me" in vscode
+        wire = HttpWire(server.url, token)
+        wire.open("2025-11-25")
+        found = wire.request("tools/call", {"name": "memory_search", "arguments": {"query": "HTTP"}})
+        assert found["structuredContent"]["results"][0]["title"] == "inject"
+        assert all("mcp serve --http" in row["note"] for row in http["clients"] if row["status"] == "configured")
+    states = {g["id"]: g["state"] for g in home.ok("grant", "list")["grants"]}
+    assert all(states[row["grant"]] == "revoked" for row in stdio["clients"] if row.get("grant"))
+    assert all(states[row["grant"]] == "active" for row in http["clients"] if row.get("grant"))
+    refused = home.run("inject", "cursor", "--vault", "notes", "--scope", "search", "--http", "0.0.0.0:8765")
+    assert refused.code == 1 and refused.error_code == "invalid_argument"

@@ -9,6 +9,7 @@ import stat
 from pathlib import Path
 
 import pytest
+import tomlkit
 
 from memories.clients import CLIENTS, target
 from memories.configfiles import json_entry, merge_json, merge_toml, read_config, toml_entry, write_config
@@ -136,3 +137,17 @@ def test_an_empty_client_folder_variable_means_its_default() -> None:
     assert target("claude-code", environ).config_path == "/home/u/.claude.json"
     user = pwd.getpwuid(os.getuid()).pw_dir
     assert target("cursor", {"HOME": ""}).config_path == os.path.join(user, ".cursor", "mcp.json")
+
+
+def test_the_http_entry_of_each_client_names_the_url_and_the_bearer_header() -> None:
+    """Claude Code and VS Code type their entries; Codex calls its static headers ``http_headers``."""
+    url, bearer = "http://127.0.0.1:8765/mcp", {"Authorization": "Bearer mem_t"}
+    entries = {name: target(name, {"HOME": "/home/u"}).http_entry(url, "mem_t") for name in CLIENTS}
+    assert entries == {
+        "claude-code": {"type": "http", "url": url, "headers": bearer},
+        "codex": {"url": url, "http_headers": bearer},
+        "cursor": {"url": url, "headers": bearer},
+        "vscode": {"type": "http", "url": url, "headers": bearer},
+    }
+    codex = tomlkit.parse(merge_toml(None, "c.toml", "mcp_servers", "memories", entries["codex"])).unwrap()
+    assert codex["mcp_servers"]["memories"]["http_headers"] == bearer
