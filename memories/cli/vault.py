@@ -51,8 +51,7 @@ def show(session: Session, vault_ref: str) -> None:
     def human(document: dict) -> None:
         _show_vault(document)
         created = local_time(document["created"])
-        policy = "yes" if document["device_only"] else "no"
-        click.echo(f"created {created}, {counted(document['records'], 'record')}, device-only: {policy}")
+        click.echo(f"created {created}, {counted(document['records'], 'record')}")
 
     session.emit(*session.call(p.VaultShow(vault=vault_ref)), human)
 

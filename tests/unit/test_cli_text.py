@@ -30,4 +30,4 @@ def test_vault_create_of_a_vault_that_is_not_device_only_says_nothing_of_models(
     device_only = {**VAULT, "device_only": True}
     assert _text(monkeypatch, device_only, "vault", "create", "notes") == "4f0c9e2a7d1b3c55  notes  (device-only)\n"
     assert _text(monkeypatch, VAULT, "vault", "policy", "notes", "--device-only", "off").endswith("device-only: off\n")
-    assert _text(monkeypatch, VAULT, "vault", "show", "notes").endswith(", 3 records, device-only: no\n")
+    assert _text(monkeypatch, VAULT, "vault", "show", "notes").startswith("4f0c9e2a7d1b3c55  notes\ncreated ")
