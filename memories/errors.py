@@ -71,6 +71,10 @@ CODES: dict[str, str] = {
     "too_many_terms": "The query has more than 64 distinct terms.",
     "limit_too_large": "At most 100 results can be requested.",
     "vault_too_large": "The vault exceeds a per-vault index limit.",
+    "invalid_fixture": 'A `rag bench` fixture line is not {"query": ..., "relevant": [...]}, or an entry names no '
+    "searchable record, or a title names several.",
+    "vectors_missing": "Some chunks have no vector yet; run `memories rag index` before benchmarking vector or "
+    "hybrid search.",
     # Models and remote I/O
     "model_not_installed": "No embedding model is installed; run `memories rag model-install`.",
     "model_invalid": "The model files fail the load checks.",

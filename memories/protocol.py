@@ -21,10 +21,11 @@ from msgspec import Meta
 
 from memories.limits import MAX_QUERY_BYTES, MAX_RESULTS
 
-PROTOCOL_VERSION = 4
+PROTOCOL_VERSION = 5
 """2: the daemon sends :class:`Heartbeat` frames while a request runs. 3: ``rag ask`` and ``memory_ask`` replies
 say ``answer_truncated`` (a client of 3 cannot read the replies of a daemon of 2: ``restart it`` says so).
-4: :class:`ToolStatus`, which a daemon of 3 cannot read."""
+4: :class:`ToolStatus`, which a daemon of 3 cannot read. 5: the request ``rag bench``, which a daemon of 4 cannot
+decode."""
 
 HEARTBEAT_SECONDS = 1.0
 """While a request runs the daemon sends a frame (progress or :class:`Heartbeat`) at least this often."""
@@ -244,6 +245,27 @@ class RagIndex(_Message):
     background: bool = False
 
 
+class BenchQuestion(msgspec.Struct, forbid_unknown_fields=True):
+    """One question of a ``rag bench`` fixture: its ``line`` in the file (1-based, named in errors), the query, and
+    its relevant records as the fixture names them (each a record id, a title or a ``source`` path)."""
+
+    line: int
+    query: str
+    relevant: list[str]
+
+
+class RagBench(_Message):
+    """``rag bench``: each question searched on its own (its own job and budget) in each mode, scored over the
+    distinct records of the ranking (:class:`BenchReport`). ``modes`` empty: bm25, vector and hybrid when an
+    embedding backend is usable, else bm25. ``rerank``: also the learned ``[rag.rerank]`` stage (it costs money),
+    which is skipped otherwise."""
+
+    vault: str
+    questions: list[BenchQuestion]
+    modes: list[SearchMode] = []
+    rerank: bool = False
+
+
 class RagModelInstall(_Message):
     """``rag model-install``: download the pinned model files, or copy them from ``from_dir``
     (absolute) instead."""
@@ -429,6 +451,7 @@ Request = (
     | RagStatus
     | RagAsk
     | RagIndex
+    | RagBench
     | RagModelInstall
     | Jobs
     | JobCancel
@@ -796,6 +819,24 @@ class AskReport(_Message, omit_defaults=True):
     reason: Literal["retrieval", "model"] | None = None
 
 
+class BenchFigures(msgspec.Struct):
+    """One mode of ``rag bench``: the means over the questions of nDCG@10, Recall@10 and MRR@10
+    (:mod:`memories.rag.metrics`), and the questions with no relevant record in the top 10, in fixture order."""
+
+    ndcg: float = msgspec.field(name="ndcg@10")
+    recall: float = msgspec.field(name="recall@10")
+    mrr: float = msgspec.field(name="mrr@10")
+    missed: list[str] = msgspec.field(default_factory=list)
+
+
+class BenchReport(_Message):
+    """``rag bench``: figures per mode searched, in the order asked, and how many questions there were."""
+
+    modes: dict[str, BenchFigures]
+    questions: int
+    learned_rerank: bool
+
+
 class InstalledFile(msgspec.Struct):
     """One model file after ``rag model-install``: ``bytes`` is its size, ``transferred`` what this run fetched or
     copied (less than ``bytes`` when a download resumed, 0 when ``reused``)."""
@@ -988,6 +1029,7 @@ Result = (
     | RagStatusReport
     | AskReport
     | IndexReport
+    | BenchReport
     | InstallReport
     | GrantCreated
     | GrantListing

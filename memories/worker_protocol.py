@@ -28,7 +28,7 @@ from memories.config import EmbeddingConfig, GenerationConfig, HttpConfig, Reran
 from memories.models.manifest import Manifest
 from memories.protocol import TAG_FIELD, EmbedFailure, InstalledFile, MatchMode, SearchMode
 
-WORKER_PROTOCOL_VERSION = 5
+WORKER_PROTOCOL_VERSION = 6
 """Bumped with every change of a message below. A worker reporting another version (or another package
 version, :data:`INSTALL`) is refused."""
 
@@ -165,6 +165,12 @@ class NotesParsed(_Message):
     notes: list[ParsedNote]
 
 
+class RecordsNamed(_Message):
+    """:class:`IndexResolve` answered: for each name asked, in order, the ids of the cached records it names."""
+
+    records: list[list[str]]
+
+
 class MissingInputs(_Message):
     """``keys[i]`` is the hash of ``inputs[i]``; ``total_missing`` counts every missing chunk, ``embedded`` those
     with a vector, ``failures`` those the service refused (neither missing nor embedded)."""
@@ -261,6 +267,7 @@ WorkerReplyBody = (
     | QueryChecked
     | IndexHits
     | NotesParsed
+    | RecordsNamed
     | MissingInputs
     | VectorsStored
     | IndexState
@@ -376,6 +383,15 @@ class IndexAtEpoch(WorkerRequest[IndexSynced | IndexStale]):
     epoch: int
 
 
+class IndexResolve(WorkerRequest[RecordsNamed | IndexStale]):
+    """Which cached records each of ``names`` names (``rag bench``'s relevant entries), if the cache is at
+    ``epoch``: see :meth:`memories.rag.vault_index.VaultIndex.named`."""
+
+    vault: str
+    epoch: int
+    names: list[str]
+
+
 class IndexDrop(WorkerRequest[IndexSynced]):
     """Forget one vault's cache and the plaintext in it (the vault was deleted)."""
 
@@ -485,6 +501,7 @@ WorkerRequestBody = (
     | IndexStoreVectors
     | IndexStatus
     | IndexAtEpoch
+    | IndexResolve
     | IndexDrop
     | EmbedLoad
     | EmbedBatch

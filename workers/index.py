@@ -91,6 +91,11 @@ def query(request: w.IndexQuery, ctx: Context) -> w.IndexHits | w.IndexStale:
     return cache if isinstance(cache, w.IndexStale) else w.IndexHits(hits=cache.search(request))
 
 
+def resolve(request: w.IndexResolve, ctx: Context) -> w.RecordsNamed | w.IndexStale:
+    cache = _current(request.vault, request.epoch)
+    return cache if isinstance(cache, w.IndexStale) else w.RecordsNamed(records=cache.index.named(request.names))
+
+
 def missing(request: w.IndexMissing, ctx: Context) -> w.MissingInputs | w.IndexStale:
     cache = _current(request.vault, request.epoch)
     return cache if isinstance(cache, w.IndexStale) else cache.missing(request.space, request.limit)
@@ -133,6 +138,7 @@ if __name__ == "__main__":
             w.IndexCheckQuery: check_query,
             w.IndexQuery: query,
             w.ParseNotes: parse,
+            w.IndexResolve: resolve,
             w.IndexMissing: missing,
             w.IndexStoreVectors: store_vectors,
             w.IndexStatus: status,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import click
@@ -17,9 +18,10 @@ from memories.cli.output import (
     mebibytes,
     one_line,
     plain_decimal,
+    table,
 )
 from memories.cli.terminal import escape
-from memories.errors import EXIT_ERROR, EXIT_PARTIAL
+from memories.errors import EXIT_ERROR, EXIT_PARTIAL, MemoriesError
 from memories.limits import MAX_RESULTS, check_result_limit
 
 
@@ -202,6 +204,102 @@ def ask(
             )
 
     session.emit(*session.call(request, progress=True), human, lines=("answer",))  # an answer may have paragraphs
+
+
+@command(rag)
+@click.argument("vault_ref", metavar="VAULT")
+@click.argument("fixture", type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--modes",
+    metavar="MODES",
+    help="Comma-separated bm25, vector, hybrid (default: all three when a model is usable, else bm25).",
+)
+@click.option("--rerank", is_flag=True, help="Also call the learned [rag.rerank] service (it costs money).")
+def bench(session: Session, vault_ref: str, fixture: str, modes: str | None, rerank: bool) -> None:
+    """Measure search on your own questions: nDCG@10, Recall@10 and MRR@10 per mode.
+
+    FIXTURE is a JSONL file, one question a line: {"query": "...", "relevant": ["...", ...]}, each relevant entry a
+    record id, a title or a source path. Each question runs as its own search; the scores count distinct records.
+    """
+    chosen: list[str] = []
+    for mode in (modes or "").split(","):
+        mode = mode.strip()
+        if mode and mode not in ("bm25", "vector", "hybrid"):
+            raise click.BadParameter(f"{mode!r} is not one of bm25, vector, hybrid", param_hint="--modes")
+        if mode:
+            chosen.append(mode)
+    if modes is not None and not chosen:
+        raise click.BadParameter("name at least one mode", param_hint="--modes")
+    request = p.RagBench(
+        vault=vault_ref,
+        questions=fixture_questions(fixture),
+        modes=chosen,  # type: ignore[arg-type]
+        rerank=rerank,
+    )
+
+    def human(document: dict) -> None:
+        learned = "with" if document["learned_rerank"] else "without"
+        click.echo(f"{counted(document['questions'], 'question')}, {learned} the learned reranker")
+        figures = document["modes"]
+        rows = [
+            [mode, f"{row['ndcg@10']:.3f}", f"{row['recall@10']:.3f}", f"{row['mrr@10']:.3f}", str(len(row["missed"]))]
+            for mode, row in figures.items()
+        ]
+        table(rows, ["mode", "nDCG@10", "Recall@10", "MRR@10", "missed"])
+        for mode, row in figures.items():
+            if row["missed"]:
+                click.echo(f"\nmissed by {mode} (no relevant record in the top 10):")
+                for query in row["missed"]:
+                    click.echo(f"  {one_line(query, 100)}")
+
+    session.emit(*session.call(request, progress=True), human)
+
+
+def fixture_questions(path: str) -> list[p.BenchQuestion]:
+    """The questions of a ``rag bench`` fixture: UTF-8 JSONL (a leading BOM is skipped, blank lines too), each line
+    an object with a non-empty string ``query`` and a non-empty list ``relevant`` of non-empty strings (other keys
+    are ignored).
+
+    Raises:
+        MemoriesError: ``invalid_fixture`` naming the first bad line; ``invalid_argument`` when the file cannot be
+            read.
+    """
+    try:
+        with open(path, "rb") as file:
+            text = file.read().removeprefix(b"\xef\xbb\xbf").decode("utf-8")
+    except OSError as exc:
+        raise MemoriesError("invalid_argument", f"cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise MemoriesError("invalid_fixture", f"{path} is not UTF-8 text (byte {exc.start})", {"line": None}) from None
+    questions = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise _bad_line(path, number, f"not JSON ({exc.msg})") from None
+        if not isinstance(row, dict):
+            raise _bad_line(path, number, "not a JSON object")
+        query, relevant = row.get("query"), row.get("relevant")
+        if not isinstance(query, str) or not query.strip():
+            raise _bad_line(path, number, '"query" must be a non-empty string')
+        if not isinstance(relevant, list) or not relevant:
+            raise _bad_line(path, number, '"relevant" must be a non-empty list')
+        if not all(isinstance(entry, str) and entry.strip() for entry in relevant):
+            raise _bad_line(path, number, 'each "relevant" entry must be a non-empty string')
+        questions.append(p.BenchQuestion(line=number, query=query, relevant=list(dict.fromkeys(relevant))))
+    if not questions:
+        raise MemoriesError("invalid_fixture", f"{path} holds no question", {"line": None})
+    return questions
+
+
+def _bad_line(path: str, number: int, problem: str) -> MemoriesError:
+    return MemoriesError(
+        "invalid_fixture",
+        f'{path} line {number}: {problem}; each line is {{"query": "...", "relevant": ["...", ...]}}',
+        {"line": number},
+    )
 
 
 @command(rag)

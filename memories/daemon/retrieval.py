@@ -94,19 +94,42 @@ class Retrieval:
             MemoriesError: ``limit_too_large``, ``query_too_long``, ``too_many_terms``, ``vault_too_large``,
                 ``model_not_installed``, ``model_invalid``, ``budget_exceeded`` and the workers' failures.
         """
-        vault, job = await self._start(request.vault, request.limit, ctx)
+        check_result_limit(request.limit)
+        vault = await self._store.resolve_unlocked(request.vault)
+        mode, hits = await self.searched(vault, request, ctx)
+        return p.SearchReport(mode=mode, match_mode=request.match_mode, results=_labelled(hits))
 
-        async def work(job: VaultJob) -> p.SearchReport:
-            mode, hits = await self.retrieve(job, vault, ctx, request)
-            return p.SearchReport(mode=mode, match_mode=request.match_mode, results=_labelled(hits))
-
-        return await self._jobs.run(job, work)
+    async def searched(
+        self,
+        vault: VaultRow,
+        request: p.RagSearch,
+        ctx: RequestContext,
+        *,
+        learned: bool = True,
+        progress: tuple[int, int, str] | None = None,
+    ) -> tuple[p.SearchMode, list[w.WorkerHit]]:
+        """One search as its own job (its own budget, attached to the client): :meth:`retrieve`'s mode and hits.
+        ``learned=False`` skips the learned reranker; ``progress`` (done, total, unit) is reported as the job's.
+        """
+        job = self._jobs.new_job("search", vault.id, vault.name, epoch_checked=True)
+        ctx.attach(job)
+        if progress is not None:
+            job.progress(*progress)
+        return await self._jobs.run(job, lambda job: self.retrieve(job, vault, ctx, request, learned=learned))
 
     async def retrieve(
-        self, job: VaultJob, vault: VaultRow, ctx: RequestContext, request: p.RagSearch, *, evidence: bool = False
+        self,
+        job: VaultJob,
+        vault: VaultRow,
+        ctx: RequestContext,
+        request: p.RagSearch,
+        *,
+        evidence: bool = False,
+        learned: bool = True,
     ) -> tuple[p.SearchMode, list[w.WorkerHit]]:
         """The mode used and the hits of ``request`` in rank order (unlabelled); with ``evidence``, only chunks that
-        are evidence for ``rag ask`` (:func:`memories.rag.answers.is_evidence`).
+        are evidence for ``rag ask`` (:func:`memories.rag.answers.is_evidence`); ``learned=False`` skips the
+        learned reranker ``[rag.rerank]`` (``rag bench`` without ``--rerank``).
 
         Raises:
             MemoriesError: ``device_only_vault`` (before any request leaves), the search's limits, the embedding
@@ -118,7 +141,7 @@ class Retrieval:
             mode = await self._default_mode(job, vault, ctx)
         elif mode != "bm25":
             refuse_device_only(vault, backend.egress_url, "rag.embedding")
-        rerank = None if request.no_rerank else self._rag.rerank
+        rerank = None if request.no_rerank or not learned else self._rag.rerank
         if rerank is not None and vault.device_only and leaves_device(rerank.url):
             if request.mode is None:
                 ctx.warn(f"not reranking: vault {vault.name} is device-only and [rag.rerank] is not loopback")

@@ -14,6 +14,7 @@ the request types it answers) and locks the home::
             ├─ Indexing(store, jobs, cache_sync, backend, index)
             ├─ Retrieval(store, jobs, cache_sync, backend, indexing, index, remote)
             ├─ Asking(store, jobs, retrieval, remote)        rag ask
+            ├─ Bench(store, jobs, cache_sync, backend, retrieval)   rag bench
             ├─ Ingest(store, jobs, cache_sync, epochs, index)   notes parsed in the index worker
             ├─ Records(store, epochs, jobs, grants, index)
             ├─ Tools(store, grants, retrieval, asking)       MCP calls through a grant
@@ -40,6 +41,7 @@ from memories import protocol as p
 from memories.config import Config, weak_kdf_warning
 from memories.daemon.ask import Asking
 from memories.daemon.backends import embedding_backend
+from memories.daemon.bench import Bench
 from memories.daemon.cache_sync import CacheSync
 from memories.daemon.context import Handlers, RequestContext
 from memories.daemon.grants import Grants
@@ -138,6 +140,7 @@ class Daemon:
             budget,
         )
         self.asking = Asking(self.store, self.jobs, self.retrieval, self.workers.remote, rag, home.config_path, budget)
+        self.bench = Bench(self.store, self.jobs, self.cache_sync, self.embedding, self.retrieval)
         self.ingest = Ingest(self.store, self.jobs, self.cache_sync, self.epochs, self.workers.index)
         self.records = Records(self.store, self.epochs, self.jobs, self.grants, self.workers.index)
         self.tools = Tools(self.store, self.grants, self.retrieval, self.asking)
@@ -166,6 +169,7 @@ class Daemon:
             **self.records.handlers(),
             **self.retrieval.handlers(),
             **self.asking.handlers(),
+            **self.bench.handlers(),
             **self.ingest.handlers(),
             **self.indexing.handlers(),
             **self.models.handlers(),

@@ -16,7 +16,7 @@ match modes, :meth:`VaultIndex.filter_rowids`.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Literal
 
 import msgspec
@@ -212,6 +212,22 @@ class VaultIndex:
     def term_weights(self, query: AnalyzedQuery) -> dict[str, float]:
         """The idf of each query term over this vault's chunks (see ``LexicalIndex.term_weights``)."""
         return self._lexical.term_weights(query.terms)
+
+    def named(self, names: Sequence[str]) -> list[list[str]]:
+        """For each of ``names``, the ids of the records it names, in that order: the record with that id; else
+        the records whose ``source`` is that path (as ``rag ingest`` stored it, relative to the folder ingested);
+        else the records with that title, compared exactly. ``[]`` when it names none; several only by title or
+        by a source two records share."""
+        by_source: dict[str, list[str]] = {}
+        by_title: dict[str, list[str]] = {}
+        for record_id, record in self._records.items():
+            if record.source is not None:
+                by_source.setdefault(record.source, []).append(record_id)
+            by_title.setdefault(record.title, []).append(record_id)
+        return [
+            [name] if name in self._records else sorted(by_source.get(name) or by_title.get(name) or [])
+            for name in names
+        ]
 
     def rows(self) -> Iterator[ChunkRow]:
         """Every chunk row, in row id order."""

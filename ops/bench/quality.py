@@ -19,11 +19,8 @@ What it does, as a user would:
    --no-rerank`` and ``vector --no-rerank`` (the cosine ranking alone, what the bare reference compares
    with), through the client library (the CLI's own request path, without a process start per query).
 4. **Scoring at the record level**: a record counts at the rank of its first chunk; later chunks of the same
-   record are skipped. Gains are the graded relevances (linear gain; ``log2(rank + 1)`` discount):
-
-   - ``nDCG@10 = DCG@10 / ideal DCG@10`` (Järvelin & Kekäläinen, 2002), ``DCG@10 = Σ rel_i / log2(i + 1)``;
-   - ``Recall@10`` = relevant records in the top 10 / relevant records;
-   - ``MRR@10`` = 1 / rank of the first relevant record within the top 10, else 0.
+   record are skipped. Gains are the graded relevances; nDCG@10, Recall@10 and MRR@10 as
+   :mod:`memories.rag.metrics` (``rag bench``'s) computes them.
 
    For a set, relevance comes from ``qrels.tsv`` (documents matched by file name); for ``queries.md`` the
    "expected top" note has relevance 2 and the "also relevant" ones 1, matched by ``source``.
@@ -49,7 +46,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import statistics
 import sys
@@ -67,6 +63,7 @@ from memories.errors import MemoriesError
 from memories.models.embedding import document_input, query_input
 from memories.models.telemetry import disable_telemetry_environment
 from memories.protocol import RagIndex, RagSearch, SearchReport
+from memories.rag.metrics import mrr_at, ndcg_at, recall_at
 from ops.bench.embed import build_tiny_model
 from ops.bench.harness import BenchHome, proportional_megabytes
 from ops.bench.headings import heading_queries
@@ -81,7 +78,6 @@ MODES: tuple[tuple[str, str, bool], ...] = (
 )
 """(row label, search mode, no_rerank) of each product row."""
 BARE = "bare vector reference"
-CUTOFF = 10
 LIMIT = 100
 
 
@@ -148,32 +144,6 @@ class Scores:
             "recall@10": statistics.fmean(self.recall[q] for q in ids),
             "mrr@10": statistics.fmean(self.mrr[q] for q in ids),
         }
-
-
-def ndcg_at(ranked: Sequence[str], relevance: dict[str, int], cutoff: int = CUTOFF) -> float:
-    """nDCG at ``cutoff`` with linear gains: ``Σ rel_i / log2(i + 1)`` over the ideal order's sum (0 … 1).
-
-    >>> round(ndcg_at(["b", "a"], {"a": 1}), 4)
-    0.6309
-    """
-    dcg = sum(relevance.get(doc, 0) / math.log2(rank + 1) for rank, doc in enumerate(ranked[:cutoff], start=1))
-    ideal = sorted(relevance.values(), reverse=True)[:cutoff]
-    best = sum(gain / math.log2(rank + 1) for rank, gain in enumerate(ideal, start=1))
-    return dcg / best if best else 0.0
-
-
-def recall_at(ranked: Sequence[str], relevance: dict[str, int], cutoff: int = CUTOFF) -> float:
-    """Share of the relevant documents found in the top ``cutoff``."""
-    relevant = {doc for doc, gain in relevance.items() if gain > 0}
-    return len(relevant.intersection(ranked[:cutoff])) / len(relevant) if relevant else 0.0
-
-
-def mrr_at(ranked: Sequence[str], relevance: dict[str, int], cutoff: int = CUTOFF) -> float:
-    """1 / rank of the first relevant document within the top ``cutoff``, else 0."""
-    for rank, doc in enumerate(ranked[:cutoff], start=1):
-        if relevance.get(doc, 0) > 0:
-            return 1.0 / rank
-    return 0.0
 
 
 def load_set(folder: Path, *, docs: int | None = None, queries: int | None = None) -> Benchmark:

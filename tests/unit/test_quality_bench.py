@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ops.bench.quality import Query, load_set, mrr_at, ndcg_at, recall_at, write_files
+from memories.rag.metrics import mrr_at, ndcg_at, recall_at
+from ops.bench.quality import Query, load_set, write_files
 from ops.corpus import load_queries, note_paths, resolve_also_relevant
 
 
