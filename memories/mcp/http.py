@@ -108,9 +108,9 @@ class _HttpPeer:
     async def remote_generation(self, ctx: Context) -> bool:
         return status.remote_generation(await status.fetch(self._home, self.token(ctx)))
 
-    def call_scope(self, ctx: Context) -> Any:
+    def call_scope(self, ctx: Context) -> contextlib.AbstractContextManager[anyio.CancelScope]:
         exchange = ctx.request.scope.get(_EXCHANGE) if ctx.request is not None else None
-        return exchange.call() if isinstance(exchange, _Exchange) else contextlib.nullcontext(anyio.CancelScope())
+        return exchange.call() if isinstance(exchange, _Exchange) else anyio.CancelScope()
 
 
 def _host_name(host: str) -> str:

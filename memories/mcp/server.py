@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 import anyio
@@ -67,8 +68,8 @@ class Peer(Protocol):
     async def remote_generation(self, ctx: Context) -> bool:
         """Whether ``memory_ask`` sends notes off the machine, as the daemon reported it for this request."""
 
-    def call_scope(self, ctx: Context) -> anyio.CancelScope:
-        """A cancel scope for the call: the transport cancels it when the request's exchange ends."""
+    def call_scope(self, ctx: Context) -> AbstractContextManager[anyio.CancelScope]:
+        """The cancel scope a call runs in: the transport cancels it when the request's exchange ends."""
 
 
 def logging_to_stderr() -> None:
@@ -198,7 +199,7 @@ class _StdioPeer:
     async def remote_generation(self, ctx: Context) -> bool:
         return self._remote
 
-    def call_scope(self, ctx: Context) -> anyio.CancelScope:
+    def call_scope(self, ctx: Context) -> AbstractContextManager[anyio.CancelScope]:
         return anyio.CancelScope()
 
 
