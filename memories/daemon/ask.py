@@ -50,12 +50,12 @@ from memories.daemon.egress import check_current_policy, refuse_device_only
 from memories.daemon.jobs import JobManager, VaultJob
 from memories.daemon.retrieval import Retrieval
 from memories.daemon.store_gate import StoreGate
-from memories.daemon.vaults import Vaults
 from memories.daemon.workers import WorkerHandle
 from memories.errors import MemoriesError
 from memories.limits import check_result_limit
 from memories.rag.answers import Source, parse_answer, select_sources, user_prompt
-from memories.store import VaultRow
+from memories.vault.store import VaultRow
+from memories.vault.views import IndexText
 
 WAITING = "waiting for the generation service"
 """The note of the progress events of an ask while its generation request runs."""
@@ -140,7 +140,7 @@ class Asking:
             nonlocal generated
             current = await self._vault(vault.id, generation)  # a run after a change sees the current policy
             if generated is not None:
-                if await self._store.run(_still_held, self._store.vaults, current, generated.shown):
+                if _still_held(await self._store.index_texts(current, _records_of(generated.shown)), generated.shown):
                     return generated.report()
                 generated = None  # what the model was shown changed: its answer is dropped
             mode, hits = await self._retrieval.retrieve(job, current, ctx, search, evidence=True)
@@ -238,11 +238,17 @@ class _Generated:
         return p.AskReport(status="answered", answer=answer, answer_truncated=cut, citations=citations, mode=self.mode)
 
 
-def _still_held(vaults: Vaults, vault: VaultRow, shown: list[w.WorkerHit]) -> bool:
-    """Whether the vault still holds every chunk the model was shown, as it was shown: its record eligible, at
-    the same revision, with the same title and the same text at the same byte span (runs in the store's thread).
-    Every chunk shown counts, cited or not: an answer may repeat a source it does not cite."""
-    held = {record.id: record for record in vaults.index_records(vault, sorted({hit.asset_id for hit in shown}))}
+def _records_of(shown: list[w.WorkerHit]) -> list[str]:
+    """The record ids of the chunks the model was shown, sorted."""
+    return sorted({hit.asset_id for hit in shown})
+
+
+def _still_held(current: list[IndexText], shown: list[w.WorkerHit]) -> bool:
+    """Whether ``current`` (the vault's eligible records of the chunks shown, decrypted now) still holds every chunk
+    the model was shown, as it was shown: its record eligible, at the same revision, with the same title and the
+    same text at the same byte span. Every chunk shown counts, cited or not: an answer may repeat a source it does
+    not cite."""
+    held = {record.id: record for record in current}
     for hit in shown:
         record = held.get(hit.asset_id)
         if record is None or record.revision != hit.revision or record.title != hit.title:

@@ -20,9 +20,10 @@ import trio
 from memories import worker_protocol as w
 from memories.daemon.jobs import StaleEpoch, VaultJob
 from memories.daemon.store_gate import StoreGate
+from memories.daemon.views import index_record
 from memories.daemon.workers import WorkerHandle
 from memories.errors import MemoriesError
-from memories.store import VaultRow
+from memories.vault.store import VaultRow
 
 R = TypeVar("R")
 
@@ -108,7 +109,7 @@ class CacheSync:
 
     async def _sync(self, job: VaultJob, vault: VaultRow, have: dict[str, int] | None) -> None:
         async with self._locks.setdefault(vault.id, trio.Lock()):
-            eligible = await self._store.run(self._store.vaults.eligible, vault)
+            eligible = await self._store.eligible(vault)
             held = have or {}
             resend = set(self._resend.get(vault.id, ()))
             deletes = [record_id for record_id in held if record_id not in eligible]
@@ -116,10 +117,10 @@ class CacheSync:
             batches = [changed[i : i + SYNC_BATCH] for i in range(0, len(changed), SYNC_BATCH)] or [[]]
             for number, batch in enumerate(batches):
                 final = number == len(batches) - 1
-                upserts = await self._store.run(self._store.vaults.index_records, vault, batch)
+                upserts = [index_record(text) for text in await self._store.index_texts(vault, batch)]
                 expected = {}
                 if final:  # without the records found damaged while decrypting (they are left out, R-44 holds)
-                    damaged = await self._store.run(self._store.vaults.damaged, vault)
+                    damaged = await self._store.damaged(vault)
                     expected = {rid: rev for rid, rev in eligible.items() if damaged.get(rid) != rev}
                 sync = w.IndexSync(
                     vault=vault.id,

@@ -16,7 +16,7 @@ import urllib.parse
 from memories.daemon.store_gate import StoreGate
 from memories.errors import MemoriesError
 from memories.http.urls import is_loopback_host
-from memories.store import VaultRow
+from memories.vault.store import VaultRow
 
 
 def leaves_device(url: str | None) -> bool:

@@ -34,10 +34,10 @@ import msgspec
 
 from memories import crypto
 from memories import protocol as p
-from memories.daemon.keyring import Keyring
-from memories.daemon.vaults import new_id
 from memories.errors import MemoriesError
-from memories.store import GrantRow, Store, VaultRow
+from memories.vault.keys import Keyring
+from memories.vault.rules import new_id
+from memories.vault.store import GrantRow, Store, VaultRow
 
 TOKEN_PREFIX = "mem_"
 TOKEN_BYTES = 32

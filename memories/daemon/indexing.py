@@ -30,7 +30,7 @@ from memories.daemon.jobs import JobManager, StaleEpoch, VaultJob
 from memories.daemon.store_gate import StoreGate
 from memories.daemon.workers import WorkerHandle
 from memories.errors import MemoriesError
-from memories.store import VaultRow
+from memories.vault.store import VaultRow
 
 log = logging.getLogger("memories.indexing")
 

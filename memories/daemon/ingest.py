@@ -7,8 +7,9 @@ reached twice in one run is read once (see :func:`_walk`);
 at any depth). A file named explicitly must be text. Each file's ``source`` is its path relative to the folder
 given (``/``-separated), or its file name when named directly, as of the ingest that stored the card's latest
 revision (an unchanged note ingested through another folder keeps its revision, and its ``source``). A card is its
-file: its resolved path is sealed in the card's header (:class:`~memories.daemon.vaults.Origin`), so a later ingest
-of the same file updates that card, and a different file with the same name never does (see :func:`_find_card`).
+file: its resolved path is sealed in the card's header (:class:`~memories.vault.sealing.Origin`), so a later ingest
+of the same file updates that card, and a different file with the same name never does (see
+:meth:`memories.vault.cards.Cards.find_card`).
 
 Refused files (``unsupported_file``: PDF, Office documents, images, archives, NUL bytes, invalid UTF-8; or
 ``body_too_large``; or ``internal_error`` when reading or storing that one file failed unexpectedly) store
@@ -18,7 +19,6 @@ so byte offsets count from the first byte after it.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 from dataclasses import dataclass
@@ -33,13 +33,12 @@ from memories.daemon.cache_sync import CacheSync
 from memories.daemon.context import Handlers, RequestContext
 from memories.daemon.jobs import Epochs, JobManager, VaultJob
 from memories.daemon.store_gate import StoreGate
-from memories.daemon.vaults import Origin, Vaults, split_tags
 from memories.daemon.workers import WorkerHandle
 from memories.errors import MemoriesError
 from memories.files import UTF8_BOM, FileTooLarge, NotRegularFile, read_regular_file
 from memories.limits import MAX_BODY_BYTES, body_too_large
 from memories.logs import log_failure
-from memories.store import VaultRow
+from memories.vault.store import VaultRow
 
 log = logging.getLogger("memories.ingest")
 
@@ -259,78 +258,17 @@ class Ingest:
             path=read.path, title=title or parsed.title or candidate.path.name, body=read.text, tags=parsed.tags
         )
         try:
-            record_id, revision, status, wrote = await self._store.run(self._store_note, vault, candidate.source, note)
+            stored = await self._store.store_card(vault, note.path, candidate.source, note.title, note.body, note.tags)
         except MemoriesError as exc:
             return _refused(candidate, exc.code, exc.message), False
         except Exception as exc:  # a bug one file ran into: that file is refused, the others still go in
             log_failure(log, "ingest: one file failed", exc)  # its type only: a path can say what a note is
             message = f"{path}: importing it failed unexpectedly ({type(exc).__name__}); see the daemon log"
             return _refused(candidate, "internal_error", message), False
-        result = p.IngestResult(path=path, source=candidate.source, status=status, id=record_id, revision=revision)
-        return result, wrote
-
-    def _store_note(self, vault: VaultRow, source: str, note: _Note) -> tuple[str, int, p.IngestStatus, bool]:
-        """Add the card, add a revision to the card of the same file, or leave it as it is (in a thread); the last
-        item says whether a revision was written."""
-        vaults = self._store.vaults
-        body = note.body.encode("utf-8")
-        origin = Origin(path=note.path, sha256=hashlib.sha256(body).hexdigest())
-        meta = {"source": source}
-        if note.tags:
-            meta["tags"] = ", ".join(note.tags)
-        found = _find_card(vaults, vault, origin, source)
-        if found is None:
-            record_id, revision = vaults.add(vault, "card", "general", note.title, body, meta, origin)
-            return record_id, revision, "added", True
-        existing, how = found
-        header, old_body = vaults.read_latest(vault, existing)
-        # The same text, title and tags read through another folder (a subfolder, a parent) is no new revision:
-        # ``source`` is the readable path of the ingest that stored the latest revision, and changes with the next.
-        # Only a card without one (`memory update --meta` replaced it) gets it back.
-        same = (
-            old_body == note.body
-            and header.title == note.title
-            and split_tags(header.meta.get("tags")) == note.tags
-            and "source" in header.meta
+        result = p.IngestResult(
+            path=path, source=candidate.source, status=stored.status, id=stored.id, revision=stored.revision
         )
-        if same and header.origin == origin:
-            return existing, vaults.catalog(vault)[existing].revision, "unchanged", False
-        # A new revision keeps the card's sensitivity: a card the user made private stays private.
-        new_meta = {**header.meta, **meta}
-        if not note.tags:
-            new_meta.pop("tags", None)
-        record_id, revision = vaults.update(
-            vault, existing, title=note.title, body=body, sensitivity=None, meta=new_meta, origin=origin
-        )
-        # A card of an earlier release that only gains its file's path is reported unchanged: its text is.
-        return record_id, revision, "moved" if how == "moved" else "unchanged" if same else "updated", True
-
-
-def _find_card(vaults: Vaults, vault: VaultRow, origin: Origin, source: str) -> tuple[str, str] | None:
-    """The card an earlier ingest made from this file, and how it was recognized, or ``None`` for a new card.
-
-    In this order: ``"path"`` — a card whose stored resolved path is this file's; ``"moved"`` — a card whose stored
-    path no longer exists and whose text at its last ingest is this file's text (the file was moved or renamed);
-    ``"legacy"`` — a card of an earlier release (no stored path) with the same ``source`` and the same text. A
-    different file with the same name or relative path is never matched. Runs in the store's thread.
-    """
-    cards = [(rid, e.header) for rid, e in vaults.catalog(vault).items() if e.header.kind == "card"]
-    for record_id, header in cards:
-        if header.origin is not None and header.origin.path == origin.path:
-            return record_id, "path"
-    for record_id, header in cards:
-        stored = header.origin
-        if stored is not None and stored.sha256 == origin.sha256 and not os.path.lexists(stored.path):
-            return record_id, "moved"
-    for record_id, header in cards:
-        if header.origin is None and header.meta.get("source") == source:
-            try:
-                _, body = vaults.read_latest(vault, record_id)
-            except MemoriesError:  # a damaged card is nobody's match; memory list shows it
-                continue
-            if hashlib.sha256(body.encode("utf-8")).hexdigest() == origin.sha256:
-                return record_id, "legacy"
-    return None
+        return result, stored.wrote
 
 
 def _walk(request: p.RagIngest) -> list[_Candidate | p.IngestResult]:

@@ -1,7 +1,7 @@
 """Vault and record requests: ``vault create|list|show|policy|rename|delete`` and
 ``memory add|read|list|update|delete|move``.
 
-Each runs its store work in the store's thread (:meth:`StoreGate.run`) and marks the vault changed afterwards, so
+Each runs its store work through the store gate (:class:`StoreGate`) and marks the vault changed afterwards, so
 every cache of it is stale from the next request on (R-19).
 """
 
@@ -13,9 +13,9 @@ from memories.daemon.context import Handlers, RequestContext
 from memories.daemon.grants import Grants
 from memories.daemon.jobs import Epochs, JobManager
 from memories.daemon.store_gate import StoreGate
+from memories.daemon.views import record_summary, record_view, vault_info
 from memories.daemon.workers import WorkerHandle
 from memories.errors import MemoriesError
-from memories.store import VaultRow
 
 
 class Records:
@@ -51,24 +51,22 @@ class Records:
         }
 
     async def _vault_create(self, request: p.VaultCreate, ctx: RequestContext) -> p.Result:
-        row = await self._store.run(self._store.vaults.create, request.name, request.device_only)
-        return _vault_info(row)
+        return vault_info(await self._store.create_vault(request.name, request.device_only))
 
     async def _vault_list(self, request: p.VaultList, ctx: RequestContext) -> p.Result:
         """Works while locked too: the device-only policies are then shown as stored, unverified (each is proven by
         its vault's sealed key once unlocked, :meth:`Keyring.vault_key`)."""
-        keyring = self._store.keyring
-        if keyring.locked:
-            if not keyring.initialized:
-                keyring.master()  # not_initialized
+        if self._store.locked:
+            if not self._store.initialized:
+                self._store.check_unlocked()  # not_initialized
             ctx.warnings.append(
                 "the home is locked: device-only policies are shown as stored and are verified only after unlock"
             )
-        return p.VaultListing(vaults=[_vault_info(v) for v in await self._store.run(self._store.vaults.all)])
+        return p.VaultListing(vaults=[vault_info(v) for v in await self._store.vaults()])
 
     async def _vault_show(self, request: p.VaultShow, ctx: RequestContext) -> p.Result:
         vault = await self._store.resolve_unlocked(request.vault)
-        count = await self._store.run(self._store.vaults.count_records, vault)
+        count = await self._store.count_records(vault)
         return p.VaultDetail(
             id=vault.id, name=vault.name, device_only=vault.device_only, created=vault.created, records=count
         )
@@ -80,27 +78,22 @@ class Records:
         (:func:`memories.daemon.egress.check_current_policy`)."""
         vault = await self._store.resolve_unlocked(request.vault)
         changed = vault.device_only != request.device_only
-        vault = await self._store.run(self._store.vaults.set_policy, vault, request.device_only)
+        vault = await self._store.set_policy(vault, request.device_only)
         self._epochs.bump(vault.id)
         if changed:
             await self._jobs.cut_vault(vault.id, "policy_changed")
-        return _vault_info(vault)
+        return vault_info(vault)
 
     async def _vault_rename(self, request: p.VaultRename, ctx: RequestContext) -> p.Result:
         vault = await self._store.resolve_unlocked(request.vault)
-        return _vault_info(await self._store.run(self._store.vaults.rename, vault, request.name))
+        return vault_info(await self._store.rename_vault(vault, request.name))
 
     async def _vault_delete(self, request: p.VaultDelete, ctx: RequestContext) -> p.Result:
         """Cancel the vault's jobs, revoke its grants, delete it with its key and records, and drop its cache in the
         index worker. Grants are revoked first: a failure in between leaves a vault no AI client can reach."""
         vault = await self._store.resolve_unlocked(request.vault)
         self._jobs.cancel_where("cancelled", vault.id)
-
-        def delete() -> tuple[int, int]:
-            revoked = self._grants.revoke_vault(vault.id)
-            return self._store.vaults.delete_vault(vault), len(revoked)
-
-        records, revoked = await self._store.run(delete)
+        records, revoked = await self._store.delete_vault(vault, lambda: len(self._grants.revoke_vault(vault.id)))
         self._epochs.bump(vault.id)
         try:
             await self._index.call(w.IndexDrop(vault=vault.id))
@@ -111,58 +104,44 @@ class Records:
 
     async def _memory_add(self, request: p.MemoryAdd, ctx: RequestContext) -> p.Result:
         vault = await self._store.resolve_unlocked(request.vault)
-        record_id, revision = await self._store.run(
-            self._store.vaults.add,
-            vault,
-            request.kind,
-            request.sensitivity,
-            request.title,
-            request.body,
-            request.meta,
+        record_id, revision = await self._store.add(
+            vault, request.kind, request.sensitivity, request.title, request.body, request.meta
         )
         self._epochs.bump(vault.id)
         return p.RecordRef(id=record_id, revision=revision)
 
     async def _memory_read(self, request: p.MemoryRead, ctx: RequestContext) -> p.Result:
         vault = await self._store.resolve_unlocked(request.vault)
-        return await self._store.run(self._store.vaults.read, vault, request.id, request.revision)
+        return record_view(await self._store.read(vault, request.id, request.revision))
 
     async def _memory_list(self, request: p.MemoryList, ctx: RequestContext) -> p.Result:
         vault = await self._store.resolve_unlocked(request.vault)
-        return p.RecordListing(records=await self._store.run(self._store.vaults.summaries, vault, request.kind))
+        return p.RecordListing(records=[record_summary(r) for r in await self._store.summaries(vault, request.kind)])
 
     async def _memory_update(self, request: p.MemoryUpdate, ctx: RequestContext) -> p.Result:
         vault = await self._store.resolve_unlocked(request.vault)
-
-        def update() -> tuple[str, int]:
-            return self._store.vaults.update(
-                vault,
-                request.id,
-                title=request.title,
-                body=request.body,
-                sensitivity=request.sensitivity,
-                meta=request.meta,
-                revision=request.revision,
-            )
-
-        record_id, revision = await self._store.run(update)
+        record_id, revision = await self._store.update(
+            vault,
+            request.id,
+            title=request.title,
+            body=request.body,
+            sensitivity=request.sensitivity,
+            meta=request.meta,
+            revision=request.revision,
+        )
         self._epochs.bump(vault.id)
         return p.RecordRef(id=record_id, revision=revision)
 
     async def _memory_delete(self, request: p.MemoryDelete, ctx: RequestContext) -> p.Result:
         vault = await self._store.resolve_unlocked(request.vault)
-        await self._store.run(self._store.vaults.delete, vault, request.id)
+        await self._store.delete(vault, request.id)
         self._epochs.bump(vault.id)
         return p.Done(ok=True)
 
     async def _memory_move(self, request: p.MemoryMove, ctx: RequestContext) -> p.Result:
         vault = await self._store.resolve_unlocked(request.vault)
         target = await self._store.resolve_unlocked(request.to)
-        revision = await self._store.run(self._store.vaults.move, vault, request.id, target)
+        revision = await self._store.move(vault, request.id, target)
         self._epochs.bump(vault.id)
         self._epochs.bump(target.id)
         return p.RecordRef(id=request.id, revision=revision)
-
-
-def _vault_info(row: VaultRow) -> p.VaultInfo:
-    return p.VaultInfo(id=row.id, name=row.name, device_only=row.device_only)

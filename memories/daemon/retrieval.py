@@ -28,7 +28,7 @@ from memories.daemon.store_gate import StoreGate
 from memories.daemon.workers import WorkerHandle
 from memories.errors import MemoriesError
 from memories.limits import MAX_CACHED_VAULTS, MAX_CHUNKS, MAX_TEXT_BYTES, MAX_VECTOR_BYTES, check_result_limit
-from memories.store import VaultRow
+from memories.vault.store import VaultRow
 
 ON_DEMAND_DEFAULT = 64
 """When no mode is asked for, hybrid is chosen only if at most this many chunks still need embedding on demand;
@@ -236,7 +236,7 @@ class Retrieval:
         """
         vault = await self._store.resolve(request.vault)
         locked = self._store.locked
-        records = None if locked else len(await self._store.run(self._store.vaults.eligible, vault))
+        records = None if locked else len(await self._store.eligible(vault))
         backend = self._backend
         model = await backend.state()
         ctx.warnings.extend(backend.load_warnings())
@@ -278,8 +278,8 @@ class Retrieval:
         if self._jobs.active_jobs("ingest", vault.id):
             ctx.warn(f"an ingest into {vault.name} is in progress: these results are from the notes stored so far")
         # Defence in depth: the worker only ever held eligible records, but check against the catalog right now.
-        eligible = await self._store.run(self._store.vaults.eligible, vault)
-        damaged = await self._store.run(self._store.vaults.damaged, vault)
+        eligible = await self._store.eligible(vault)
+        damaged = await self._store.damaged(vault)
         for record_id, revision in sorted(damaged.items()):
             warning = (
                 f"record {record_id} revision {revision} failed authentication and is left out of the results "

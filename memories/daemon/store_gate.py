@@ -1,56 +1,96 @@
-"""The store gate: the SQLite store, the keyring and the vaults behind one limiter.
+"""The store gate: the home's record store behind one limiter, as async methods.
 
-Every store call runs in a thread, one at a time (the SQLite connection is shared across threads), through
-:meth:`StoreGate.run`; nothing reads SQLite on the event loop. Lock takes the same limiter
-(:meth:`StoreGate.exclusive`), so it never interleaves with a store call.
+Every store call runs in a thread, one at a time (the SQLite connection is shared across threads); nothing reads
+SQLite on the event loop. Lock takes the same limiter (:meth:`StoreGate.exclusive`), so it never interleaves with a
+store call. The daemon's parts call the gate's methods and never reach into the record store's parts
+(:class:`memories.vault.record_store.RecordStore`); the few parts of their own that run blocking code over the
+store (grants, the sync engine) run it through :meth:`StoreGate.run`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import trio
 
-from memories.daemon.keyring import Keyring
-from memories.daemon.vaults import Vaults
+from memories.config import CryptoConfig
 from memories.errors import MemoriesError
-from memories.store import Store, VaultRow
+from memories.vault.record_store import RecordStore
+from memories.vault.store import VaultRow
+from memories.vault.views import (
+    IndexText,
+    ListedRecord,
+    OpenedRevision,
+    RecordKind,
+    Sensitivity,
+    StoredCard,
+)
 
 T = TypeVar("T")
 
 
 class StoreGate:
-    """The store and what reads it, one call at a time.
+    """The record store, one call at a time.
 
     Args:
-        store: the home's database.
-        keyring: the keys over ``store``.
-        vaults: vault and record operations over ``store``.
+        records: the home's record store (its parts are built over the same database and keyring).
     """
 
-    def __init__(self, store: Store, keyring: Keyring, vaults: Vaults) -> None:
-        self.store = store
-        self.keyring = keyring
-        self.vaults = vaults
-        self.limiter = trio.CapacityLimiter(1)
+    def __init__(self, records: RecordStore) -> None:
+        self._records = records
+        self._limiter = trio.CapacityLimiter(1)
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a blocking store call in a thread, one at a time."""
-        return await trio.to_thread.run_sync(fn, *args, limiter=self.limiter)
+        return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
 
     def exclusive(self) -> trio.CapacityLimiter:
         """``async with gate.exclusive():`` — no store call runs meanwhile (lock)."""
-        return self.limiter
+        return self._limiter
+
+    # -- keys (in memory: safe on the event loop) ----------------------------------------------------------
 
     @property
     def locked(self) -> bool:
         """No keys are held (in memory: never reads the store)."""
-        return self.keyring.locked
+        return self._records.keys.locked
+
+    @property
+    def initialized(self) -> bool:
+        """The home has a key hierarchy (as read at start, or made by ``init``)."""
+        return self._records.keys.initialized
+
+    def check_unlocked(self) -> None:
+        """Raises ``not_initialized`` or ``vault_locked`` unless the home is unlocked."""
+        self._records.keys.master()
+
+    def drop_keys(self) -> None:
+        """Drop every key and everything decrypted (lock; call it inside :meth:`exclusive`)."""
+        self._records.lock()
+
+    def close(self) -> None:
+        """Close the database (daemon shutdown)."""
+        self._records.close()
 
     async def load(self) -> None:
         """Read what the keyring needs to know before the first request (whether the home is initialized)."""
-        await self.run(self.keyring.load)
+        await self.run(self._records.keys.load)
+
+    async def init(self, passphrase: str, cost: CryptoConfig, allow_short: bool) -> None:
+        """Create the key hierarchy (:meth:`memories.vault.keys.Keyring.init`)."""
+        await self.run(lambda: self._records.keys.init(passphrase, cost, allow_short=allow_short))
+
+    async def unlock(self, passphrase: str) -> Path | None:
+        """Unlock, upgrading an older store first; the backup's path after an upgrade (:meth:`RecordStore.unlock`)."""
+        return await self.run(self._records.unlock, passphrase)
+
+    async def verify_passphrase(self, passphrase: str) -> None:
+        """Prove ``passphrase`` while unlocked already; raises ``bad_passphrase``."""
+        await self.run(self._records.verify_passphrase, passphrase)
+
+    # -- vaults --------------------------------------------------------------------------------------------
 
     async def resolve(self, ref: str) -> VaultRow:
         """The vault named by id or name (works while locked).
@@ -58,9 +98,9 @@ class StoreGate:
         Raises:
             MemoriesError: ``not_initialized``, ``vault_not_found``, ``ambiguous_vault``.
         """
-        if not self.keyring.initialized:
+        if not self.initialized:
             raise MemoriesError("not_initialized", "this home has no key hierarchy yet; run `memories init`")
-        return await self.run(self.vaults.resolve, ref)
+        return await self.run(self._records.vaults.resolve, ref)
 
     async def resolve_unlocked(self, ref: str) -> VaultRow:
         """:meth:`resolve`, after checking the home is unlocked, with the vault's device-only policy proven by its
@@ -70,7 +110,105 @@ class StoreGate:
             MemoriesError: ``vault_locked``, ``integrity_error`` (a policy changed outside Memories) and what
                 :meth:`resolve` raises.
         """
-        self.keyring.master()
+        self.check_unlocked()
         vault = await self.resolve(ref)
-        await self.run(self.keyring.vault_key, vault)
+        await self.run(self._records.keys.vault_key, vault)
         return vault
+
+    async def vaults(self) -> list[VaultRow]:
+        """Every vault, oldest first (works while locked)."""
+        return await self.run(self._records.vaults.all)
+
+    async def create_vault(self, name: str, device_only: bool) -> VaultRow:
+        """:meth:`memories.vault.vaults.Vaults.create`."""
+        return await self.run(self._records.vaults.create, name, device_only)
+
+    async def rename_vault(self, vault: VaultRow, name: str) -> VaultRow:
+        """:meth:`memories.vault.vaults.Vaults.rename`."""
+        return await self.run(self._records.vaults.rename, vault, name)
+
+    async def set_policy(self, vault: VaultRow, device_only: bool) -> VaultRow:
+        """:meth:`memories.vault.vaults.Vaults.set_policy`."""
+        return await self.run(self._records.vaults.set_policy, vault, device_only)
+
+    async def count_records(self, vault: VaultRow) -> int:
+        """Live records of the vault."""
+        return await self.run(self._records.vaults.count_records, vault)
+
+    async def delete_vault(self, vault: VaultRow, first: Callable[[], T]) -> tuple[int, T]:
+        """Run ``first`` (blocking), then delete the vault with its key and records, in one store call; returns how
+        many records it held and what ``first`` returned."""
+
+        def delete() -> tuple[int, T]:
+            before = first()
+            return self._records.vaults.delete(vault), before
+
+        return await self.run(delete)
+
+    # -- records -------------------------------------------------------------------------------------------
+
+    async def add(
+        self, vault: VaultRow, kind: RecordKind, sensitivity: Sensitivity, title: str, body: bytes, meta: dict[str, str]
+    ) -> tuple[str, int]:
+        """:meth:`memories.vault.records.Records.add`; returns ``(id, 1)``."""
+        return await self.run(self._records.records.add, vault, kind, sensitivity, title, body, meta)
+
+    async def read(self, vault: VaultRow, record_id: str, revision: int | str | None) -> OpenedRevision:
+        """:meth:`memories.vault.records.Records.read`."""
+        return await self.run(self._records.records.read, vault, record_id, revision)
+
+    async def read_eligible(self, vault: VaultRow, record_id: str, revision: int | str | None) -> OpenedRevision | None:
+        """:meth:`memories.vault.records.Records.read_eligible`."""
+        return await self.run(self._records.records.read_eligible, vault, record_id, revision)
+
+    async def update(
+        self,
+        vault: VaultRow,
+        record_id: str,
+        *,
+        title: str | None,
+        body: bytes | None,
+        sensitivity: Sensitivity | None,
+        meta: dict[str, str] | None,
+        revision: int | str | None,
+    ) -> tuple[str, int]:
+        """:meth:`memories.vault.records.Records.update`; returns ``(id, revision)``."""
+
+        def update() -> tuple[str, int]:
+            return self._records.records.update(
+                vault, record_id, title=title, body=body, sensitivity=sensitivity, meta=meta, revision=revision
+            )
+
+        return await self.run(update)
+
+    async def delete(self, vault: VaultRow, record_id: str) -> None:
+        """:meth:`memories.vault.records.Records.delete`."""
+        await self.run(self._records.records.delete, vault, record_id)
+
+    async def move(self, vault: VaultRow, record_id: str, target: VaultRow) -> int:
+        """:meth:`memories.vault.records.Records.move`; returns the chosen head's depth."""
+        return await self.run(self._records.records.move, vault, record_id, target)
+
+    async def summaries(self, vault: VaultRow, kind: RecordKind | None) -> list[ListedRecord]:
+        """The vault's listing (:meth:`memories.vault.catalog.Catalog.summaries`)."""
+        return await self.run(self._records.catalog.summaries, vault, kind)
+
+    async def store_card(
+        self, vault: VaultRow, path: str, source: str, title: str, body: str, tags: list[str]
+    ) -> StoredCard:
+        """Store an ingested file's note (:meth:`memories.vault.cards.Cards.store_note`)."""
+        return await self.run(self._records.cards.store_note, vault, path, source, title, body, tags)
+
+    # -- retrieval eligibility -----------------------------------------------------------------------------
+
+    async def eligible(self, vault: VaultRow) -> dict[str, int]:
+        """Record id -> head depth of every retrieval-eligible record that is not damaged."""
+        return await self.run(self._records.catalog.eligible, vault)
+
+    async def damaged(self, vault: VaultRow) -> dict[str, int]:
+        """Record id -> head depth of every record found damaged since unlock."""
+        return await self.run(self._records.catalog.damaged, vault)
+
+    async def index_texts(self, vault: VaultRow, record_ids: list[str]) -> list[IndexText]:
+        """The decrypted chosen heads of these eligible records (:meth:`memories.vault.catalog.Catalog.index_texts`)."""
+        return await self.run(self._records.catalog.index_texts, vault, record_ids)

@@ -4,7 +4,7 @@ This module is the composition root: :class:`Daemon` builds every part from what
 module or reaches into another), runs their lifecycles, dispatches requests to the handler modules (each exports
 the request types it answers) and locks the home::
 
-    Daemon ─┬─ StoreGate(Store, Keyring, Vaults)          one store call at a time, in a thread
+    Daemon ─┬─ StoreGate(RecordStore)                     one store call at a time, in a thread
             ├─ JobManager(Epochs)                           the gate: budget, cuts, acceptance
             ├─ WorkerSet(spawn)                              index, embedding, remote
             ├─ FileWatch(config, Models)                     restart-needed warnings, off the event loop
@@ -18,7 +18,8 @@ the request types it answers) and locks the home::
             ├─ Ingest(store, jobs, cache_sync, epochs, index)   notes parsed in the index worker
             ├─ Records(store, epochs, jobs, grants, index)
             ├─ Tools(store, grants, retrieval, asking)       MCP calls through a grant
-            └─ SyncRequests(store, jobs, epochs, cache_sync, indexing)   sync init|join|push|pull|status, the sync timer
+            └─ SyncRequests(store, jobs, epochs, cache_sync, indexing, Sync(RecordStore))   sync init|join|push|pull|
+                                                             status, the sync timer
 
 ``Daemon.serve`` runs, in one trio nursery: the client socket, the three workers (each supervised and restarted on a
 crash), the file watch, the idle auto-lock timer, the sync timer and the signal handler.
@@ -26,7 +27,6 @@ crash), the file watch, the idle auto-lock timer, the sync timer and the signal 
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import signal
@@ -48,23 +48,22 @@ from memories.daemon.grants import Grants
 from memories.daemon.indexing import Indexing
 from memories.daemon.ingest import Ingest
 from memories.daemon.jobs import Epochs, JobManager
-from memories.daemon.keyring import Keyring
 from memories.daemon.models import Models, model_manifest
 from memories.daemon.records import Records
 from memories.daemon.retrieval import Retrieval
 from memories.daemon.server import Answering, Connection, serve_socket
 from memories.daemon.store_gate import StoreGate
-from memories.daemon.sync import SyncRequests
+from memories.daemon.sync import SyncRequests, crash_after
 from memories.daemon.tools import Tools
-from memories.daemon.vaults import Vaults
 from memories.daemon.watch import FileWatch
 from memories.daemon.workers import Spawn, WorkerSet, process_spawner
 from memories.errors import MemoriesError
 from memories.hardening import dumpable
 from memories.models.telemetry import TELEMETRY_ENVIRONMENT
 from memories.paths import Home, ensure_private_dir
-from memories.store import Store
+from memories.sync.engine import Sync
 from memories.testing import TestHooks, grant_clock
+from memories.vault.record_store import RecordStore
 
 log = logging.getLogger("memories.daemon")
 
@@ -108,12 +107,11 @@ class Daemon:
         self.config = config
         self.hooks = hooks
         self.started = time.time()
-        store = Store(Path(home.db_path))
-        keyring = Keyring(store)
-        self.store = StoreGate(store, keyring, Vaults(store, keyring))
-        self.grants = Grants(store, keyring, grant_clock(hooks))
+        self.record_store = records = RecordStore(Path(home.db_path))
+        self.store = StoreGate(records)
+        self.grants = Grants(records.store, records.keys, grant_clock(hooks))
         self.epochs = Epochs()
-        self.jobs = JobManager(self.epochs, lambda: self.config.daemon.job_budget_seconds, lambda: keyring.locked)
+        self.jobs = JobManager(self.epochs, lambda: self.config.daemon.job_budget_seconds, lambda: self.store.locked)
         self.workers = WorkerSet(spawn or process_spawner(worker_environments(config), log_file, home.root))
         rag = config.rag
         manifest = model_manifest(hooks.model_manifest if hooks else None)
@@ -144,7 +142,7 @@ class Daemon:
         self.ingest = Ingest(self.store, self.jobs, self.cache_sync, self.epochs, self.workers.index)
         self.records = Records(self.store, self.epochs, self.jobs, self.grants, self.workers.index)
         self.tools = Tools(self.store, self.grants, self.retrieval, self.asking)
-        kill_after = hooks.kill_after_payloads if hooks else None
+        between_writes = crash_after(hooks.kill_after_payloads if hooks else None)
         self.sync = SyncRequests(
             self.store,
             self.jobs,
@@ -152,8 +150,7 @@ class Daemon:
             self.cache_sync,
             self.indexing,
             config,
-            Path(home.root),
-            kill_after,
+            Sync(records, Path(home.root), between_writes),
         )
         self._handlers: Handlers = {
             p.Status: self._status,
@@ -196,7 +193,7 @@ class Daemon:
         finally:
             for worker in self.workers.all():
                 worker.stop()
-            self.store.store.close()
+            self.store.close()
             log.info("daemon stopped")
 
     async def start(self, nursery: trio.Nursery) -> None:
@@ -276,8 +273,7 @@ class Daemon:
         self.epochs.bump_all()
         self.jobs.cancel_where("vault_locked")
         async with self.store.exclusive():
-            self.store.keyring.lock()
-            self.store.vaults.forget()
+            self.store.drop_keys()
             self.epochs.bump_all()  # again, for the jobs and caches of requests that came in meanwhile
             self.jobs.cancel_where("vault_locked")
             self.workers.kill_plaintext()
@@ -328,7 +324,7 @@ class Daemon:
             config=self.home.config_path,
             config_digest=self.watch.loaded_digest,
             restart_needed=bool(self.warnings()),
-            initialized=self.store.keyring.initialized,
+            initialized=self.store.initialized,
             locked=self.store.locked,
             workers=[w.info() for w in self.workers.all()],
             queued_jobs=queued,
@@ -350,8 +346,7 @@ class Daemon:
         await self.stop()
 
     async def _init(self, request: p.Init, ctx: RequestContext) -> p.Result:
-        init = functools.partial(self.store.keyring.init, allow_short=request.allow_short)
-        await self.store.run(init, request.passphrase, self.config.crypto)
+        await self.store.init(request.passphrase, self.config.crypto, request.allow_short)
         weak = weak_kdf_warning(self.config.crypto, self.home.config_path)
         if weak:
             ctx.warn(weak)
@@ -359,7 +354,7 @@ class Daemon:
 
     async def _unlock(self, request: p.Unlock, ctx: RequestContext) -> p.Result:
         if self.store.locked:
-            backup = await self.store.run(self.store.vaults.unlock, request.passphrase)
+            backup = await self.store.unlock(request.passphrase)
             if backup is not None:
                 log.info("upgraded the store to format 2")
                 ctx.warn(
@@ -368,7 +363,7 @@ class Daemon:
                 )
         else:
             # Already unlocked: still prove the passphrase, so `unlock` never succeeds with a wrong one.
-            await self.store.run(_verify_passphrase, self.store.store, request.passphrase)
+            await self.store.verify_passphrase(request.passphrase)
         return p.Done(ok=True, locked=False)
 
     async def _lock(self, request: p.Lock, ctx: RequestContext) -> p.Result:
@@ -400,10 +395,6 @@ class Daemon:
         revoked = await self.store.run(self.grants.revoke, request.id, request.token)
         self.tools.revoked([revoked.id])
         return p.GrantListing(grants=[revoked])
-
-
-def _verify_passphrase(store: Store, passphrase: str) -> None:
-    Keyring(store).unlock(passphrase)
 
 
 def _real_paths(home: str, config: str) -> tuple[str, str]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+from collections.abc import Callable
 from pathlib import Path
 
 import trio
@@ -26,8 +27,8 @@ from memories.daemon.indexing import Indexing
 from memories.daemon.jobs import Epochs, JobManager, VaultJob
 from memories.daemon.store_gate import StoreGate
 from memories.errors import MemoriesError
-from memories.store import VaultRow
 from memories.sync.engine import Sync, SyncState
+from memories.vault.store import VaultRow
 
 log = logging.getLogger("memories.sync")
 
@@ -40,7 +41,7 @@ class SyncRequests:
         cache_sync: told which records such a pull changed (a chosen head may change at the same depth);
         indexing: starts the background index job after such a pull;
         config: ``[crypto]`` (the sync passphrase's cost) and ``[sync]``; home: the home folder;
-        kill_after_payloads: test hooks only: the daemon kills itself after writing this many payloads.
+        engine: the sync of the home's vaults (blocking: run in the store's thread).
     """
 
     def __init__(
@@ -51,8 +52,7 @@ class SyncRequests:
         cache_sync: CacheSync,
         indexing: Indexing,
         config: Config,
-        home: Path,
-        kill_after_payloads: int | None,
+        engine: Sync,
     ) -> None:
         self._store = store
         self._jobs = jobs
@@ -60,10 +60,7 @@ class SyncRequests:
         self._cache_sync = cache_sync
         self._indexing = indexing
         self._config = config
-        self._written = 0
-        self._kill_after = kill_after_payloads
-        hook = self._count_write if kill_after_payloads is not None else None
-        self.engine = Sync(store.store, store.keyring, store.vaults, home, hook)
+        self.engine = engine
 
     def handlers(self) -> Handlers:
         """The requests this module answers."""
@@ -87,7 +84,7 @@ class SyncRequests:
         return _report(vault, await self._store.run(self.engine.state, vault))
 
     async def _join(self, request: p.SyncJoin, ctx: RequestContext) -> p.Result:
-        self._store.keyring.master()
+        self._store.check_unlocked()
         join = self.engine.join
         vault, warnings = await self._store.run(join, Path(request.folder), request.name, request.passphrase)
         ctx.warnings.extend(warnings)
@@ -169,10 +166,21 @@ class SyncRequests:
         except Exception:
             log.exception("the failure of the timed sync of vault %s could not be kept", vault.id)
 
-    def _count_write(self) -> None:
-        self._written += 1
-        if self._kill_after is not None and self._written >= self._kill_after:
-            os.kill(os.getpid(), signal.SIGKILL)  # test hooks only: a crash between two payloads of a push
+
+def crash_after(payloads: int | None) -> Callable[[], None] | None:
+    """Test hooks only (``kill_after_payloads``): a hook for the sync engine that kills the daemon (SIGKILL) after
+    it wrote this many payloads, a crash between two payloads of a push; ``None`` without the hook."""
+    if payloads is None:
+        return None
+    written = 0
+
+    def count_write() -> None:
+        nonlocal written
+        written += 1
+        if written >= payloads:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return count_write
 
 
 def _report(vault: VaultRow, state: SyncState) -> p.SyncReport:

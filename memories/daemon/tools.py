@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Literal
 
 import msgspec
+import trio
 
 from memories import protocol as p
 from memories.caps import SNIPPET_STEPS, Cost, cost_of, cut_text, fit_hits, page
@@ -33,9 +34,10 @@ from memories.daemon.grants import Grants
 from memories.daemon.jobs import Job
 from memories.daemon.retrieval import Retrieval
 from memories.daemon.store_gate import StoreGate
-from memories.daemon.vaults import Vaults, is_eligible, split_tags
 from memories.errors import MemoriesError
-from memories.store import VaultRow
+from memories.vault.catalog import split_tags
+from memories.vault.store import VaultRow
+from memories.vault.views import OpenedRevision
 
 _SCOPE: dict[type, p.GrantScope | None] = {
     p.ToolSearch: "search",
@@ -189,7 +191,15 @@ class Tools:
             )
             return fit_answer(answer)
         assert isinstance(call, p.ToolRead)
-        return await self._store.run(_read_page, self._store.vaults, vault, call)
+        try:
+            view = await self._store.read_eligible(vault, call.id, call.revision)
+        except MemoriesError as exc:
+            if exc.code == "record_not_found":
+                raise _not_found(call) from None
+            raise
+        if view is None:
+            raise _not_found(call)
+        return await trio.to_thread.run_sync(_read_page, view, call)
 
 
 def fit_answer(report: p.AskReport) -> p.ToolAskReport:
@@ -228,19 +238,8 @@ def _not_found(call: p.ToolRead) -> MemoriesError:
     return MemoriesError("record_not_found", f"no record {call.id!r}{revision} is readable with this grant")
 
 
-def _read_page(vaults: Vaults, vault: VaultRow, call: p.ToolRead) -> p.ReadPage:
-    """One page of an eligible record (runs in the store's thread)."""
-    latest = vaults.catalog(vault).get(call.id)
-    if latest is None or not is_eligible(latest.header):
-        raise _not_found(call)
-    try:
-        view = vaults.read(vault, call.id, call.revision)
-    except MemoriesError as exc:
-        if exc.code == "record_not_found":
-            raise _not_found(call) from None
-        raise
-    if not _eligible_view(view):
-        raise _not_found(call)
+def _read_page(view: OpenedRevision, call: p.ToolRead) -> p.ReadPage:
+    """One page of an eligible revision (in a thread: a body is up to 2 MiB)."""
     data = view.body.encode("utf-8")
     if not 0 <= call.offset <= len(data) or (call.offset < len(data) and 0x80 <= data[call.offset] < 0xC0):
         raise MemoriesError(
@@ -268,8 +267,3 @@ def _read_page(vaults: Vaults, vault: VaultRow, call: p.ToolRead) -> p.ReadPage:
     next_offset = call.offset + len(text.encode("utf-8"))
     more = next_offset < len(data)
     return msgspec.structs.replace(first, text=text, next_offset=next_offset if more else None, truncated=more)
-
-
-def _eligible_view(view: p.RecordView) -> bool:
-    """The revision read is retrieval-eligible itself (sensitivity can change between revisions)."""
-    return view.kind in ("memory", "card") and view.sensitivity == "general"

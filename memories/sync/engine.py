@@ -8,12 +8,12 @@ device never leaves a peer without an edit because a copy of it was damaged). Th
 revisions a deletion erased (decorated copies too) and replaces this device's metadata file. *Pull* reads every
 payload file whose size or times changed since the last pull (so one that does not authenticate yet is retried
 only when it changes, and reported bad once a second pull saw it unchanged), keeps the revisions it has not seen
-by id (never by time), and merges them in one transaction (:meth:`Vaults.merge`). A file named after one revision
-that holds another is bad (``other_revision``), not a revision still on its way. One bad file never blocks the
-others. An empty folder adds nothing and deletes nothing: only a deletion revision erases. The device's own
-pushes are stored already, so a pull never counts them as changes. A failure of the folder's file system (an
-``OSError``; ``payloads/`` or ``devices/`` not a real folder when push must write there) is ``sync_folder_error``
-naming the folder.
+by id (never by time), and merges them in one transaction (:meth:`memories.vault.exchange.Exchange.merge`). A
+file named after one revision that holds another is bad (``other_revision``), not a revision still on its way. One
+bad file never blocks the others. An empty folder adds nothing and deletes nothing: only a deletion revision
+erases. The device's own pushes are stored already, so a pull never counts them as changes. A failure of the
+folder's file system (an ``OSError``; ``payloads/`` or ``devices/`` not a real folder when push must write there)
+is ``sync_folder_error`` naming the folder.
 
 The sync state (:class:`SyncState`, in the store's ``sync`` table) holds the folder, this device's id per vault
 and what each payload file was when last read: names, sizes, times, revision ids, reasons. No content.
@@ -31,11 +31,8 @@ import msgspec
 
 from memories import crypto
 from memories.config import CryptoConfig
-from memories.daemon.keyring import Keyring
-from memories.daemon.vaults import Vaults, new_id
 from memories.errors import MemoriesError
 from memories.limits import check_passphrase_length
-from memories.store import Store, VaultRow
 from memories.sync.folder import PAYLOAD_SUFFIX, Entry, Folder, NotAFolder, Skipped, check_placement, in_use
 from memories.sync.payload import (
     BadPayload,
@@ -47,6 +44,9 @@ from memories.sync.payload import (
     unwrap_vault_key,
     wrap_vault_key,
 )
+from memories.vault.record_store import RecordStore
+from memories.vault.rules import new_id
+from memories.vault.store import VaultRow
 
 
 class FileSeen(msgspec.Struct, array_like=True):
@@ -107,20 +107,19 @@ class SyncState(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class Sync:
-    """Sync of the home's vaults over its store, keyring and vaults.
+    """Sync of the home's vaults over its record store.
 
     Args:
-        store, keyring, vaults: the daemon's.
+        records: the daemon's record store.
         home: the home folder (a sync folder may be neither in it nor around it).
         between_writes: called after each payload a push writes (a test hook kills the daemon there).
     """
 
-    def __init__(
-        self, store: Store, keyring: Keyring, vaults: Vaults, home: Path, between_writes: Callable[[], None] | None
-    ) -> None:
-        self._store = store
-        self._keys = keyring
-        self._vaults = vaults
+    def __init__(self, records: RecordStore, home: Path, between_writes: Callable[[], None] | None) -> None:
+        self._store = records.store
+        self._keys = records.keys
+        self._vaults = records.vaults
+        self._exchange = records.exchange
         self._home = home
         self._between_writes = between_writes
 
@@ -194,14 +193,14 @@ class Sync:
         folder, keys = self._open(vault, state)
         with _folder_errors(folder):
             folder.clean_stale()
-            stored, erased = self._vaults.sync_index(vault)
+            stored, erased = self._exchange.sync_index(vault)
             entries, _ = folder.scan()
             on_disk = {entry.name: entry for entry in entries}
             files = dict(state.files)
             unsure = [revision_id for revision_id in sorted(stored) if not _known(files, on_disk, revision_id)]
             written = 0
             for start in range(0, len(unsure), 64):
-                for revision in self._vaults.sealed(vault, unsure[start : start + 64]):
+                for revision in self._exchange.sealed(vault, unsure[start : start + 64]):
                     name = revision.id + PAYLOAD_SUFFIX
                     data = keys.seal(revision)
                     entry = on_disk.get(name)
@@ -231,7 +230,7 @@ class Sync:
         folder, keys = self._open(vault, state)
         with _folder_errors(folder):
             entries, skipped = folder.scan()
-            stored, erased = self._vaults.sync_index(vault)
+            stored, erased = self._exchange.sync_index(vault)
             known = stored | erased
             files: dict[str, FileSeen] = {}
             arrived: dict[str, Revision] = {}
@@ -257,12 +256,12 @@ class Sync:
                 files[entry.name] = _seen(entry, revision.id, None)
                 if revision.id not in known:
                     arrived[revision.id] = revision
-            merged = self._vaults.merge(vault, list(arrived.values()))
+            merged = self._exchange.merge(vault, list(arrived.values()))
             devices, problems = self._devices(folder, keys)
         skipped.extend(problems)
         in_folder = {seen.revision_id for seen in files.values() if seen.revision_id is not None}
         in_folder |= {named for name, seen in files.items() if seen.reason is not None and (named := _named(name))}
-        stored, erased = self._vaults.sync_index(vault)
+        stored, erased = self._exchange.sync_index(vault)
         listed = {rid for device in devices for rid in device.revisions}
         state = msgspec.structs.replace(
             state,

@@ -29,6 +29,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from memories import crypto
 from memories.errors import MemoriesError
+from memories.vault.exchange import Revision
 
 MAGIC = b"MEMSYNC1"
 _CHECK_BYTES = 8
@@ -40,16 +41,6 @@ BadReason = Literal["truncated", "tampered", "other_key", "not_a_payload", "othe
 (changed after it was written: ``integrity_error``), ``other_key`` (sealed under another vault's key, or another
 vault's), ``not_a_payload`` (not a Memories payload at all), ``other_revision`` (named after one revision, it holds
 another: a wrong copy, which the device that has the named revision rewrites on its next push)."""
-
-
-class Revision(msgspec.Struct, frozen=True):
-    """One authenticated revision read from a payload: its id (SHA-256 hex of ``sealed``), clear place and field
-    ciphertexts (still sealed under the vault key, as the store keeps them)."""
-
-    id: str
-    place: crypto.RevisionPlace
-    header: bytes
-    body: bytes
 
 
 class BadPayload(Exception):

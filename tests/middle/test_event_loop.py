@@ -90,12 +90,12 @@ async def test_no_store_call_runs_outside_the_limiter(middle: Middle) -> None:
     gate = middle.daemon.store
     loop = threading.current_thread()
     outside: list[str] = []
-    store = gate.store
+    store = middle.daemon.record_store.store
     for name in [n for n in dir(store) if not n.startswith("_") and callable(getattr(store, n))]:
         method = getattr(store, name)
 
         def checked(*args: Any, _method: Any = method, _name: str = name) -> Any:
-            if threading.current_thread() is loop or gate.limiter.borrowed_tokens != 1:
+            if threading.current_thread() is loop or gate.exclusive().borrowed_tokens != 1:
                 outside.append(_name)
             return _method(*args)
 

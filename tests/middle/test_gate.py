@@ -169,7 +169,7 @@ async def test_an_ingest_cancelled_mid_way_keeps_and_lists_the_cards_it_stored(m
     folder.mkdir()
     for number in range(5):
         (folder / f"n{number}.md").write_text(f"# note {number}\n\nalpha {number}\n")
-    held = HeldStoreCall(middle, "_store_note", nth=3)
+    held = HeldStoreCall(middle, "store_note", nth=3)
     outcome: dict[str, Any] = {}
 
     async with trio.open_nursery() as nursery:

@@ -150,6 +150,6 @@ async def test_every_remote_step_checks_the_current_policy_first(tmp_path: Path,
             nursery.start_soon(run)
             await middle.index.started.setdefault(held, trio.Event()).wait()
             # The policy changes under the job without its cut (as for a job registered just after the cut).
-            await middle.daemon.store.run(middle.daemon.store.vaults.set_policy, vault, True)
+            await middle.daemon.store.set_policy(vault, True)
             hold.set()
         assert [error.code for error in outcome] == ["device_only_vault"] and remote == []

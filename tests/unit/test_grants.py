@@ -10,10 +10,8 @@ import pytest
 
 from memories.config import CryptoConfig
 from memories.daemon.grants import MAX_EXPIRY_DAYS, Grants, parse_expiry, token_hash
-from memories.daemon.keyring import Keyring
-from memories.daemon.vaults import Vaults
 from memories.errors import MemoriesError
-from memories.store import Store
+from memories.vault.record_store import RecordStore
 
 CHEAP = CryptoConfig(kdf_memory_kib=256, kdf_iterations=1, kdf_lanes=1)
 
@@ -28,10 +26,9 @@ class Clock:
 
 @pytest.fixture
 def parts(tmp_path: Path):
-    store = Store(tmp_path / "memories.db")
-    keyring = Keyring(store)
+    records = RecordStore(tmp_path / "memories.db")
+    store, keyring, vaults = records.store, records.keys, records.vaults
     keyring.init("passphrase", CHEAP)
-    vaults = Vaults(store, keyring)
     clock = Clock()
     yield store, keyring, vaults, Grants(store, keyring, clock), clock, tmp_path / "memories.db"
     store.close()

@@ -10,9 +10,9 @@ import pytest
 
 from memories import crypto
 from memories.config import CryptoConfig
-from memories.daemon.keyring import Keyring
 from memories.errors import MemoriesError
-from memories.store import Store
+from memories.vault.keys import Keyring
+from memories.vault.store import Store
 
 PASSPHRASE = "correct horse battery staple"
 CHEAP = CryptoConfig(kdf_memory_kib=256, kdf_iterations=1, kdf_lanes=1)

@@ -15,10 +15,11 @@ import pytest
 
 from memories import crypto
 from memories.config import CryptoConfig
-from memories.daemon.keyring import Keyring
-from memories.daemon.vaults import Head, HeadSet, RecordHeader, Vaults, chosen_head
 from memories.errors import MemoriesError
-from memories.store import RevisionRow, Store, Write
+from memories.vault.heads import Head, HeadSet, chosen_head
+from memories.vault.record_store import RecordStore
+from memories.vault.sealing import RecordHeader
+from memories.vault.store import RevisionRow, Write
 
 PASSPHRASE = "correct horse battery staple"
 CHEAP = CryptoConfig(kdf_memory_kib=256, kdf_iterations=1, kdf_lanes=1)
@@ -29,25 +30,28 @@ class Home:
 
     def __init__(self, tmp_path: Path) -> None:
         self.path = tmp_path / "memories.db"
-        self.store = Store(self.path)
-        self.keys = Keyring(self.store)
+        self.open()
         self.keys.init(PASSPHRASE, CHEAP)
-        self.vaults = Vaults(self.store, self.keys)
         self.vault = self.vaults.create("notes", False)
 
+    def open(self) -> None:
+        self.record_store = RecordStore(self.path)
+        self.store, self.keys, self.vaults = self.record_store.store, self.record_store.keys, self.record_store.vaults
+        self.records, self.catalog = self.record_store.records, self.record_store.catalog
+
     def add(self, body: str) -> str:
-        return self.vaults.add(self.vault, "memory", "general", "T", body.encode(), {})[0]
+        return self.records.add(self.vault, "memory", "general", "T", body.encode(), {})[0]
 
     def update(self, record_id: str, body: str) -> int:
-        return self.vaults.update(self.vault, record_id, title=None, body=body.encode(), sensitivity=None, meta=None)[1]
+        return self.records.update(self.vault, record_id, title=None, body=body.encode(), sensitivity=None, meta=None)[
+            1
+        ]
 
     def reopen(self) -> None:
         """What the next unlock sees: a fresh keyring and catalog over the same file."""
         self.store.close()
-        self.store = Store(self.path)
-        self.keys = Keyring(self.store)
-        self.vaults = Vaults(self.store, self.keys)
-        self.vaults.unlock(PASSPHRASE)
+        self.open()
+        self.record_store.unlock(PASSPHRASE)
         self.vault = self.vaults.resolve("notes")
 
     def sql(self, statement: str, *params: object) -> list[tuple]:
@@ -70,17 +74,17 @@ def test_a_revision_id_is_the_hash_of_the_sealed_revision_and_names_its_parent(h
     for row in rows:
         place = crypto.RevisionPlace(home.vault.id, record, row.revision, row.parents, False, row.created)
         assert row.id == hashlib.sha256(crypto.sealed_revision(place, row.header, row.body)).hexdigest()
-    view = home.vaults.read(home.vault, record, None)
+    view = home.records.read(home.vault, record, None)
     assert (view.revision, view.revision_id, view.body) == (2, second.id, "two")
-    assert home.vaults.read(home.vault, record, first.id[:8]).body == "one"
-    assert home.vaults.read(home.vault, record, 1).created == view.created == first.created
+    assert home.records.read(home.vault, record, first.id[:8]).body == "one"
+    assert home.records.read(home.vault, record, 1).created == view.created == first.created
 
 
 def test_the_head_set_counts_every_write(home: Home) -> None:
     record = home.add("one")
     home.update(record, "two")
     gone = home.add("three")
-    home.vaults.delete(home.vault, gone)
+    home.records.delete(home.vault, gone)
     key = home.keys.vault_key(home.vault)
     sealed = home.store.heads(home.vault.id)
     assert sealed is not None
@@ -97,13 +101,13 @@ def test_a_dropped_latest_revision_is_an_integrity_error(home: Home) -> None:
     home.update(record, "two")
     home.sql("DELETE FROM revisions WHERE record_id = ? AND revision = 2", record)
     with pytest.raises(MemoriesError) as caught:
-        home.vaults.read(home.vault, record, None)
+        home.records.read(home.vault, record, None)
     assert caught.value.code == "integrity_error" and caught.value.details["field"] == "revision"
     home.reopen()
-    assert home.vaults.damaged(home.vault) == {record: 2}
-    assert [s.damaged for s in home.vaults.summaries(home.vault, None)] == [False, True]
-    assert home.vaults.read(home.vault, other, None).body == "other"
-    home.vaults.delete(home.vault, record)  # a damaged record can still be deleted
+    assert home.catalog.damaged(home.vault) == {record: 2}
+    assert [s.damaged for s in home.catalog.summaries(home.vault, None)] == [False, True]
+    assert home.records.read(home.vault, other, None).body == "other"
+    home.records.delete(home.vault, record)  # a damaged record can still be deleted
     assert home.vaults.count_records(home.vault) == 1
 
 
@@ -120,7 +124,7 @@ def test_a_latest_revision_replaced_by_an_older_valid_one_is_an_integrity_error(
         if reopened:
             home.reopen()
         with pytest.raises(MemoriesError) as caught:
-            home.vaults.read(home.vault, record, None)
+            home.records.read(home.vault, record, None)
         assert caught.value.code == "integrity_error"
 
 
@@ -132,7 +136,7 @@ def test_a_rolled_back_head_set_and_a_dropped_middle_revision_are_integrity_erro
     home.sql("UPDATE heads SET sealed = ?", old_heads)
     home.reopen()
     with pytest.raises(MemoriesError, match="rolled back"):
-        home.vaults.read(home.vault, record, None)
+        home.records.read(home.vault, record, None)
 
     other = home.add("a")
     home.update(other, "b")
@@ -140,7 +144,7 @@ def test_a_rolled_back_head_set_and_a_dropped_middle_revision_are_integrity_erro
     home.sql("DELETE FROM revisions WHERE record_id = ? AND revision = 2", other)
     for revision in (None, 1, 2):
         with pytest.raises(MemoriesError) as caught:
-            home.vaults.read(home.vault, other, revision)
+            home.records.read(home.vault, other, revision)
         assert caught.value.code == "integrity_error"
 
 
@@ -154,7 +158,7 @@ def test_a_missing_or_foreign_head_set_fails_the_vault(home: Home) -> None:
     )
     home.reopen()
     with pytest.raises(MemoriesError, match="head set"):
-        home.vaults.catalog(home.vault)
+        home.catalog.entries(home.vault)
     home.sql("DELETE FROM heads WHERE vault_id = ?", home.vault.id)
     home.reopen()
     with pytest.raises(MemoriesError, match="head set"):
@@ -193,15 +197,15 @@ def test_siblings_share_a_number_and_an_update_takes_every_head_as_parent(home: 
     home.reopen()
 
     chosen = chosen_head(heads.records[record])
-    assert home.vaults.read(home.vault, record, None).revision_id == chosen.id
+    assert home.records.read(home.vault, record, None).revision_id == chosen.id
     with pytest.raises(MemoriesError) as caught:
-        home.vaults.read(home.vault, record, 2)
+        home.records.read(home.vault, record, 2)
     assert caught.value.code == "ambiguous_revision"
     assert caught.value.details["revisions"] == sorted(row.id for row in siblings)
-    assert {home.vaults.read(home.vault, record, row.id).body for row in siblings} == {"left", "right"}
+    assert {home.records.read(home.vault, record, row.id).body for row in siblings} == {"left", "right"}
 
     assert home.update(record, "merged") == 3
-    merged = home.vaults.read(home.vault, record, None)
+    merged = home.records.read(home.vault, record, None)
     [row] = [r for r in home.store.revisions(home.vault.id, record) if r.id == merged.revision_id]
     assert row.parents == tuple(sorted(s.id for s in siblings))
 
@@ -211,10 +215,10 @@ def test_move_reseals_every_revision_under_the_target_with_new_ids(home: Home) -
     home.update(record, "two")
     before = {row.id for row in home.store.revisions(home.vault.id, record)}
     work = home.vaults.create("work", False)
-    assert home.vaults.move(home.vault, record, work) == 2
+    assert home.records.move(home.vault, record, work) == 2
     after = home.store.revisions(work.id, record)
     assert len(after) == 2 and not before & {row.id for row in after}
     assert [row.deleted for row in home.store.revisions(home.vault.id, record)] == [True]
     home.reopen()
-    assert home.vaults.read(home.vaults.resolve("work"), record, 1).body == "one"
+    assert home.records.read(home.vaults.resolve("work"), record, 1).body == "one"
     assert home.vaults.count_records(home.vault) == 0

@@ -10,13 +10,11 @@ from pathlib import Path
 import pytest
 
 from memories.config import CryptoConfig
-from memories.daemon.keyring import Keyring
-from memories.daemon.vaults import Vaults
 from memories.errors import MemoriesError
-from memories.store import Store
 from memories.sync.engine import Sync
 from memories.sync.folder import SYMLINK
 from memories.sync.payload import PayloadKeys
+from memories.vault.record_store import RecordStore
 
 PASSPHRASE = "correct horse battery staple"
 SYNC_PASSPHRASE = "the sync passphrase"
@@ -30,26 +28,26 @@ class Device:
     def __init__(self, root: Path) -> None:
         root.mkdir(mode=0o700)
         self.home = root
-        self.store = Store(root / "memories.db")
-        self.keys = Keyring(self.store)
+        records = RecordStore(root / "memories.db")
+        self.store, self.keys, self.vaults = records.store, records.keys, records.vaults
+        self.records, self.catalog, self.exchange = records.records, records.catalog, records.exchange
         self.keys.init(PASSPHRASE, CHEAP)
-        self.vaults = Vaults(self.store, self.keys)
-        self.sync = Sync(self.store, self.keys, self.vaults, root, None)
+        self.sync = Sync(records, root, None)
 
     def vault(self, name: str = "notes"):  # type: ignore[no-untyped-def]
         return self.vaults.resolve(name)
 
     def add(self, body: str, title: str = "T") -> str:
-        return self.vaults.add(self.vault(), "memory", "general", title, body.encode(), {})[0]
+        return self.records.add(self.vault(), "memory", "general", title, body.encode(), {})[0]
 
     def update(self, record_id: str, body: str) -> None:
-        self.vaults.update(self.vault(), record_id, title=None, body=body.encode(), sensitivity=None, meta=None)
+        self.records.update(self.vault(), record_id, title=None, body=body.encode(), sensitivity=None, meta=None)
 
     def body(self, record_id: str) -> str:
-        return self.vaults.read(self.vault(), record_id, None).body
+        return self.records.read(self.vault(), record_id, None).body
 
     def ids(self) -> set[str]:
-        return {s.id for s in self.vaults.summaries(self.vault(), None)}
+        return {s.id for s in self.catalog.summaries(self.vault(), None)}
 
     def pull(self):  # type: ignore[no-untyped-def]
         return self.sync.pull(self.vault())[0]
@@ -76,8 +74,8 @@ def test_records_revisions_and_deletions_arrive_and_nothing_readable_leaves(pair
     a.update(edited, "second")
     a.push()
     assert b.pull().imported == 4 and b.ids() == {kept, edited, gone}
-    assert b.body(kept) == MARKER + " kept" and b.vaults.read(b.vault(), edited, 1).body == "first"
-    a.vaults.delete(a.vault(), gone)
+    assert b.body(kept) == MARKER + " kept" and b.records.read(b.vault(), edited, 1).body == "first"
+    a.records.delete(a.vault(), gone)
     a.push()
     state = b.pull()
     assert b.ids() == {kept, edited} and state.imported == 1 and state.conflicts == []
@@ -99,23 +97,23 @@ def test_siblings_from_conflict_copies_are_kept_and_an_update_resolves_them(pair
     a.push()
     b.push()
     payloads = folder / "payloads"
-    [b_head] = [r.revision_id for r in [b.vaults.read(b.vault(), record, None)]]
+    [b_head] = [r.revision_id for r in [b.records.read(b.vault(), record, None)]]
     original = payloads / f"{b_head}.rev"
     shutil.copy(original, payloads / f"{b_head}.sync-conflict-20260301-101500-ABCDEFG.rev")
     original.rename(payloads / f"{b_head} (conflicted copy 2026-03-01).rev")
     state = a.pull()
     assert state.conflicts == [record] and state.imported == 1
-    view = a.vaults.read(a.vault(), record, None)
+    view = a.records.read(a.vault(), record, None)
     assert view.conflict is not None and len(view.conflict.revisions) == 2 and not view.conflict.deleted
-    assert [s.conflict for s in a.vaults.summaries(a.vault(), None)] == [True]
+    assert [s.conflict for s in a.catalog.summaries(a.vault(), None)] == [True]
     with pytest.raises(MemoriesError) as caught:
-        a.vaults.read(a.vault(), record, 2)
+        a.records.read(a.vault(), record, 2)
     assert caught.value.code == "ambiguous_revision"
     a.update(record, "resolved")
     a.push()
     assert b.pull().conflicts == []
     for device in (a, b):
-        view = device.vaults.read(device.vault(), record, None)
+        view = device.records.read(device.vault(), record, None)
         assert (view.body, view.revision, view.conflict) == ("resolved", 3, None)
 
 
@@ -126,14 +124,14 @@ def test_a_delete_stays_deleted_an_offline_edit_is_a_conflict_and_an_empty_folde
     untouched, edited = a.add("one"), a.add("two")
     a.push()
     b.pull()
-    erased = a.vaults.read(a.vault(), untouched, None).revision_id
+    erased = a.records.read(a.vault(), untouched, None).revision_id
     b.update(edited, "edited offline")
-    a.vaults.delete(a.vault(), untouched)
-    a.vaults.delete(a.vault(), edited)
+    a.records.delete(a.vault(), untouched)
+    a.records.delete(a.vault(), edited)
     a.push()
     state = b.pull()
     assert untouched not in b.ids() and state.conflicts == [edited]
-    view = b.vaults.read(b.vault(), edited, None)
+    view = b.records.read(b.vault(), edited, None)
     assert view.body == "edited offline" and view.conflict is not None and view.conflict.deleted
     b.push()
     assert a.pull().conflicts == [edited] and a.body(edited) == "edited offline"
@@ -151,8 +149,8 @@ def test_records_deleted_or_moved_before_a_pull_leave_nothing_waiting(pair: tupl
     kept, gone, moved = a.add("kept"), a.add("doomed"), a.add("moving")
     a.push()
     elsewhere = a.vaults.create("elsewhere", False)
-    a.vaults.delete(a.vault(), gone)
-    a.vaults.move(a.vault(), moved, elsewhere)
+    a.records.delete(a.vault(), gone)
+    a.records.move(a.vault(), moved, elsewhere)
     a.push()
     first = b.pull()
     assert (first.imported, first.waiting, first.not_local) == (3, 0, 0) and b.ids() == {kept}
@@ -169,7 +167,7 @@ def test_partial_files_wait_and_bad_payloads_are_listed_without_blocking_the_res
     late = a.add("arrives late")
     a.push()
     payloads = folder / "payloads"
-    late_id = a.vaults.read(a.vault(), late, None).revision_id
+    late_id = a.records.read(a.vault(), late, None).revision_id
     whole = (payloads / f"{late_id}.rev").read_bytes()
     (payloads / f"{late_id}.rev").write_bytes(whole[:100])
     (payloads / ".syncthing.rec.rev.tmp").write_bytes(whole[: len(whole) // 2])
@@ -179,7 +177,7 @@ def test_partial_files_wait_and_bad_payloads_are_listed_without_blocking_the_res
     flipped[-5] ^= 1
     (payloads / "tampered.rev").write_bytes(bytes(flipped))
     other = PayloadKeys(a.vault().id, os.urandom(32))
-    [revision] = a.vaults.sealed(a.vault(), [late_id])
+    [revision] = a.exchange.sealed(a.vault(), [late_id])
     (payloads / "other-key.rev").write_bytes(other.seal(revision))
     (payloads / "truncated.rev").write_bytes(sample.read_bytes()[:-10])
 

@@ -17,11 +17,11 @@ from memories.sync.payload import (
     BadPayload,
     DeviceFile,
     PayloadKeys,
-    Revision,
     decode_vault_file,
     unwrap_vault_key,
     wrap_vault_key,
 )
+from memories.vault.exchange import Revision
 
 VAULT = "0123456789abcdef"
 DEVICE = "a" * 16

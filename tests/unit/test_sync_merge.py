@@ -9,7 +9,7 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memories.sync.merge import Node, RecordMerge, heads, in_conflict, is_deleted, merge_record
+from memories.vault.merge import Node, RecordMerge, heads, in_conflict, is_deleted, merge_record
 
 _ids = itertools.count()
 

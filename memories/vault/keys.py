@@ -14,7 +14,7 @@ from memories import crypto
 from memories.config import CryptoConfig
 from memories.errors import MemoriesError
 from memories.limits import MAX_PASSPHRASE_BYTES, check_passphrase_length
-from memories.store import Store, VaultRow
+from memories.vault.store import Store, VaultRow
 
 _KDF = "kdf"
 _MASTER = "master_key"

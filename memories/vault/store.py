@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 FORMAT = 2
 """The store format, kept in SQLite's ``user_version``. Format 1 (releases 0.1 and 0.2, ``user_version`` 0) had a
 ``records`` table and revisions numbered 1, 2, 3 with no ids and no head set; :meth:`Store.upgrade` turns it into
-format 2 once, at the first unlock (:meth:`memories.daemon.vaults.Vaults.unlock`)."""
+format 2 once, at the first unlock (:meth:`memories.vault.record_store.RecordStore.unlock`)."""
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS settings (
@@ -83,7 +83,7 @@ REVISIONS_SCHEMA = (
     """,
 )
 """Format 2: every revision under its id (``parents``: the parent ids separated by spaces, sorted), and one sealed
-head set per vault (each record's head revisions and a counter; :class:`memories.daemon.vaults.HeadSet`), and
+head set per vault (each record's head revisions and a counter; :class:`memories.vault.heads.HeadSet`), and
 each synced vault's sync state (its folder, this device's id, the payload files seen; no content)."""
 
 
@@ -265,9 +265,10 @@ class Store:
 
     def count_records(self, vault_id: str) -> int:
         """Records with at least one stored revision in the vault (trusting nothing: for ``vault delete``)."""
-        return self._db.execute(
+        (count,) = self._db.execute(
             "SELECT count(DISTINCT record_id) FROM revisions WHERE vault_id = ?", (vault_id,)
-        ).fetchone()[0]
+        ).fetchone()
+        return int(count)
 
     def revisions_by_id(self, vault_id: str, ids: list[str]) -> dict[str, RevisionRow]:
         """The stored revisions with these ids (the missing ones are absent)."""

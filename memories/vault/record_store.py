@@ -1,0 +1,77 @@
+"""The record store of one home: its parts built once over one SQLite file, and its unlock and lock."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from memories.vault.cards import Cards
+from memories.vault.catalog import Catalog
+from memories.vault.exchange import Exchange
+from memories.vault.heads import Heads
+from memories.vault.keys import Keyring
+from memories.vault.records import Records
+from memories.vault.store import FORMAT, Store
+from memories.vault.upgrade import upgrade
+from memories.vault.vaults import Vaults
+
+
+class RecordStore:
+    """The encrypted record store at ``path`` (created if missing): every part is a public attribute, each with one
+    reason to change. Blocking: the daemon runs every call in its store thread, one at a time.
+
+    ::
+
+        store     Store      SQLite: one statement per method, no keys
+        keys      Keyring    master and vault keys while unlocked
+        heads     Heads      each vault's sealed head set, the revision graph
+        catalog   Catalog    decrypted headers while unlocked, eligibility (R-01, R-02), damaged records
+        vaults    Vaults     create, adopt, rename, policy, delete, resolve
+        records   Records    create, read, update, delete, move
+        cards     Cards      ingested files' cards (a card is its file)
+        exchange  Exchange   what sync exports and imports
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.store = Store(path)
+        self.keys = Keyring(self.store)
+        self.heads = Heads(self.store)
+        self.catalog = Catalog(self.store, self.keys, self.heads)
+        self.vaults = Vaults(self.store, self.keys, self.heads, self.catalog)
+        self.records = Records(self.store, self.keys, self.heads, self.catalog)
+        self.cards = Cards(self.records, self.catalog)
+        self.exchange = Exchange(self.store, self.keys, self.heads, self.catalog)
+
+    def unlock(self, passphrase: str) -> Path | None:
+        """Unlock the keyring and, the first time a store of an earlier release is unlocked, upgrade it (a backup
+        first, then one transaction; :func:`memories.vault.upgrade.upgrade`). Returns the backup's path after an
+        upgrade, else ``None``.
+
+        Raises:
+            MemoriesError: what :meth:`Keyring.unlock` raises (nothing changes); after a failed upgrade the home
+                stays locked and unchanged.
+        """
+        self.keys.unlock(passphrase)
+        if self.store.format == FORMAT:
+            return None
+        try:
+            backup = self.store.backup()
+            upgrade(self.store, self.keys)
+        except BaseException:
+            self.keys.lock()
+            raise
+        return backup
+
+    def verify_passphrase(self, passphrase: str) -> None:
+        """Prove ``passphrase`` against the stored master key without changing what is unlocked (an unlock of a
+        home that is unlocked already). Raises what :meth:`Keyring.unlock` raises."""
+        Keyring(self.store).unlock(passphrase)
+
+    def lock(self) -> None:
+        """Drop every key, decrypted header, head set and what is known of damaged records."""
+        self.keys.lock()
+        self.heads.forget()
+        self.catalog.forget()
+
+    def close(self) -> None:
+        """Close the database (daemon shutdown)."""
+        self.store.close()

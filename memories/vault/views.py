@@ -1,0 +1,79 @@
+"""What the record store hands out: small view types of its own, never the client or worker protocol's.
+
+The daemon maps each to its wire type in one place (:mod:`memories.daemon.views`), so the storage format and the
+two protocols change independently: a field added to a reply needs no change here, and a kind the store knows is
+not a kind an older client must decode.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NamedTuple
+
+RecordKind = Literal["memory", "card", "credential", "file"]
+"""A record's kind, as stored in its sealed header (the client protocol's ``RecordKind`` has the same values; a
+unit test keeps them equal)."""
+
+Sensitivity = Literal["general", "private"]
+
+CardStatus = Literal["added", "updated", "moved", "unchanged"]
+"""What :meth:`memories.vault.cards.Cards.store_note` did with a file's note."""
+
+
+class Conflict(NamedTuple):
+    """A record with several heads (made on different devices): their revision ids, sorted, and whether one of them
+    is a deletion (an edit made against a delete)."""
+
+    revisions: list[str]
+    deleted: bool
+
+
+class OpenedRevision(NamedTuple):
+    """One decrypted revision of a record: ``created`` is the record's first revision's time and ``updated`` this
+    revision's (Unix seconds); ``revision_id`` the revision's id (SHA-256 hex of the sealed revision); ``conflict``
+    is set when the record has several heads."""
+
+    id: str
+    revision: int
+    revision_id: str
+    kind: RecordKind
+    sensitivity: Sensitivity
+    title: str
+    body: str
+    meta: dict[str, str]
+    created: float
+    updated: float
+    conflict: Conflict | None = None
+
+
+class ListedRecord(NamedTuple):
+    """One record of a listing: its chosen head, without body or metadata. ``kind``, ``sensitivity`` and ``title``
+    are ``None`` when its header is damaged."""
+
+    id: str
+    revision: int
+    kind: RecordKind | None
+    sensitivity: Sensitivity | None
+    title: str | None
+    damaged: bool = False
+    conflict: bool = False
+
+
+class IndexText(NamedTuple):
+    """The decrypted chosen head of one retrieval-eligible record (R-01, R-02: kind ``memory`` or ``card``,
+    sensitivity ``general``): what the index worker may be handed. ``body`` is the UTF-8 decoded body."""
+
+    id: str
+    revision: int
+    kind: Literal["memory", "card"]
+    title: str
+    body: str
+    meta: dict[str, str]
+
+
+class StoredCard(NamedTuple):
+    """What storing one ingested file's note did: the card's id and revision, and whether a revision was written."""
+
+    id: str
+    revision: int
+    status: CardStatus
+    wrote: bool
