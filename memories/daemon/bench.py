@@ -30,7 +30,7 @@ from memories.daemon.store_gate import StoreGate
 from memories.errors import MemoriesError
 from memories.limits import MAX_RESULTS
 from memories.rag.metrics import mrr_at, ndcg_at, recall_at
-from memories.store import VaultRow
+from memories.vault.store import VaultRow
 
 ALL_MODES: tuple[p.SearchMode, ...] = ("bm25", "vector", "hybrid")
 

@@ -18,6 +18,7 @@ the request types it answers) and locks the home::
             ├─ Ingest(store, jobs, cache_sync, epochs, index)   notes parsed in the index worker
             ├─ Records(store, epochs, jobs, grants, index)
             ├─ Tools(store, grants, retrieval, asking)       MCP calls through a grant
+            ├─ GrantRequests(store, grants, tools)           grant create|list|revoke
             └─ SyncRequests(store, jobs, epochs, cache_sync, indexing, Sync(RecordStore))   sync init|join|push|pull|
                                                              status, the sync timer
 
@@ -44,6 +45,7 @@ from memories.daemon.backends import embedding_backend
 from memories.daemon.bench import Bench
 from memories.daemon.cache_sync import CacheSync
 from memories.daemon.context import Handlers, RequestContext
+from memories.daemon.grant_requests import GrantRequests
 from memories.daemon.grants import Grants
 from memories.daemon.indexing import Indexing
 from memories.daemon.ingest import Ingest
@@ -160,9 +162,6 @@ class Daemon:
             p.Lock: self._lock,
             p.Jobs: self._jobs,
             p.JobCancel: self._job_cancel,
-            p.GrantCreate: self._grant_create,
-            p.GrantList: self._grant_list,
-            p.GrantRevoke: self._grant_revoke,
             **self.records.handlers(),
             **self.retrieval.handlers(),
             **self.asking.handlers(),
@@ -171,6 +170,7 @@ class Daemon:
             **self.indexing.handlers(),
             **self.models.handlers(),
             **self.tools.handlers(),
+            **GrantRequests(self.store, self.grants, self.tools).handlers(),
             **self.sync.handlers(),
         }
         self._answering = Answering()
@@ -380,21 +380,6 @@ class Daemon:
         with trio.move_on_after(CANCEL_WAIT_SECONDS):
             await job.finished.wait()
         return p.JobListing(jobs=[job.info()])
-
-    async def _grant_create(self, request: p.GrantCreate, ctx: RequestContext) -> p.Result:
-        vault = await self.store.resolve_unlocked(request.vault)
-        return await self.store.run(self.grants.create, vault, request.client, list(request.scope), request.expires)
-
-    async def _grant_list(self, request: p.GrantList, ctx: RequestContext) -> p.Result:
-        vault = await self.store.resolve(request.vault) if request.vault is not None else None
-        return p.GrantListing(grants=await self.store.run(self.grants.listing, vault))
-
-    async def _grant_revoke(self, request: p.GrantRevoke, ctx: RequestContext) -> p.Result:
-        if (request.id is None) == (request.token is None):
-            raise MemoriesError("invalid_argument", "revoke a grant by its id or by its token, not both or neither")
-        revoked = await self.store.run(self.grants.revoke, request.id, request.token)
-        self.tools.revoked([revoked.id])
-        return p.GrantListing(grants=[revoked])
 
 
 def _real_paths(home: str, config: str) -> tuple[str, str]:

@@ -250,7 +250,7 @@ def test_push_rewrites_a_damaged_or_wrong_payload_and_a_wrong_one_is_bad(pair: t
     one, two = a.add("one"), a.add("two")
     a.push()
     paths = {
-        record: folder / "payloads" / f"{a.vaults.read(a.vault(), record, None).revision_id}.rev"
+        record: folder / "payloads" / f"{a.records.read(a.vault(), record, None).revision_id}.rev"
         for record in (one, two)
     }
     whole = paths[one].read_bytes()
@@ -271,7 +271,7 @@ def test_push_rewrites_a_damaged_or_wrong_payload_and_a_wrong_one_is_bad(pair: t
     paths[one].write_bytes(paths[two].read_bytes())
     edited = a.add("three")
     a.push()
-    third = folder / "payloads" / f"{a.vaults.read(a.vault(), edited, None).revision_id}.rev"
+    third = folder / "payloads" / f"{a.records.read(a.vault(), edited, None).revision_id}.rev"
     third.write_bytes(paths[two].read_bytes())
     paths[one].write_bytes(whole)
     state = b.pull()
@@ -285,7 +285,7 @@ def test_push_rewrites_a_damaged_or_wrong_payload_and_a_wrong_one_is_bad(pair: t
 def test_a_failure_of_the_folder_is_sync_folder_error(pair: tuple[Device, Device, Path]) -> None:
     a, _, folder = pair
     record = a.add("note")
-    (folder / "payloads" / f"{a.vaults.read(a.vault(), record, None).revision_id}.rev").mkdir()
+    (folder / "payloads" / f"{a.records.read(a.vault(), record, None).revision_id}.rev").mkdir()
     with pytest.raises(MemoriesError) as caught:
         a.push()  # renaming the payload over a folder: EISDIR
     assert caught.value.code == "sync_folder_error" and str(folder) in caught.value.message
