@@ -24,8 +24,8 @@ from memories.limits import MAX_QUERY_BYTES, MAX_RESULTS
 PROTOCOL_VERSION = 5
 """2: the daemon sends :class:`Heartbeat` frames while a request runs. 3: ``rag ask`` and ``memory_ask`` replies
 say ``answer_truncated`` (a client of 3 cannot read the replies of a daemon of 2: ``restart it`` says so).
-4: :class:`ToolStatus`, which a daemon of 3 cannot read. 5: the request ``rag bench``, which a daemon of 4 cannot
-decode."""
+4: :class:`ToolStatus`, which a daemon of 3 cannot read. 5: the requests ``rag bench`` and ``rag explain``, which a
+daemon of 4 cannot decode."""
 
 HEARTBEAT_SECONDS = 1.0
 """While a request runs the daemon sends a frame (progress or :class:`Heartbeat`) at least this often."""
@@ -216,6 +216,25 @@ class RagSearch(_Message):
     no_rerank: bool = False
     highlight: bool = False
     """Compute ``highlights`` for each hit (the CLI asks for them for human output only; they cost ~0.2 ms a hit)."""
+
+
+class RagExplain(_Message):
+    """``rag explain``: why each result of a search ranks where it does, stage by stage, and the same for one
+    ``chunk`` that may not have made the list (``RECORD`` or ``RECORD:N`` for its N-th chunk, ``RECORD`` a record
+    id, source path or title; or a chunk-hash prefix of at least 8 hex digits), from the code path that ranks
+    ``rag search``. It embeds no chunk (the query
+    only, in vector and hybrid modes) and calls the learned ``[rag.rerank]`` service only with ``rerank``.
+    The other fields are :class:`RagSearch`'s."""
+
+    vault: str
+    query: str
+    mode: SearchMode | None = None
+    match_mode: MatchMode = "any"
+    limit: int = 10
+    cards_only: bool = False
+    no_rerank: bool = False
+    chunk: str | None = None
+    rerank: bool = False
 
 
 class RagStatus(_Message):
@@ -452,6 +471,7 @@ Request = (
     | RagAsk
     | RagIndex
     | RagBench
+    | RagExplain
     | RagModelInstall
     | Jobs
     | JobCancel
@@ -819,6 +839,107 @@ class AskReport(_Message, omit_defaults=True):
     reason: Literal["retrieval", "model"] | None = None
 
 
+class ExplainedTerm(msgspec.Struct):
+    """One query term: as matched (NFKC, case and script folded), how the query writes it when that differs
+    (Han words before Traditional/Simplified folding), its idf ``weight`` over the vault's chunks, and how many
+    chunks hold it."""
+
+    term: str
+    written: list[str]
+    weight: float
+    chunks: int
+
+
+class QueryExplanation(msgspec.Struct):
+    """The query as ranking sees it: its terms, its normalized ``phrase``, its ``language`` (``han``, ``latin``,
+    ``mixed`` or null), the parts of it that give no term (``dropped``: punctuation and symbols), and, when no
+    chunk holds any of its words, the words each of its single Han characters stood for (``widened``)."""
+
+    terms: list[ExplainedTerm]
+    phrase: str
+    language: str | None
+    dropped: list[str]
+    widened: dict[str, list[str]]
+
+
+class LexicalStage(msgspec.Struct):
+    """A chunk in the BM25 ranking: its ``rank`` (1-based) and ``score``, the share of the query's idf weight it
+    holds (``coverage``), the weight its rank carries in hybrid fusion (``vote``), or a ``note`` on why it has no
+    rank or vote."""
+
+    rank: int | None = None
+    score: float | None = None
+    coverage: float | None = None
+    vote: float | None = None
+    note: str | None = None
+
+
+class VectorStage(msgspec.Struct):
+    """A chunk in the vector ranking: its ``rank`` (1-based) and ``cosine``, or a ``note`` on why it has none."""
+
+    rank: int | None = None
+    cosine: float | None = None
+    note: str | None = None
+
+
+class FusionStage(msgspec.Struct):
+    """A chunk after hybrid fusion: its ``score``, its ``rank`` and each rule that moved it, with its numbers."""
+
+    score: float
+    rank: int
+    rules: list[str]
+
+
+class RerankStage(msgspec.Struct):
+    """A chunk after the lightweight reranker: its ``score``, the ``boost`` it was multiplied by (null: kept its
+    place, another language) and the boost's parts: ``coverage`` (script factor applied), ``phrase``, ``script``."""
+
+    score: float
+    boost: float | None
+    coverage: float | None
+    phrase: bool
+    script: float | None
+    note: str | None = None
+
+
+class ExplainedChunk(msgspec.Struct):
+    """One chunk of ``rag explain``: where it is (record, revision, its ``position`` among the record's
+    ``chunks``, byte span, hash), each stage it went through (null: that stage did not run or did not see it),
+    the learned reranker's score when it ran, and its final ``rank`` and ``label`` (null: not in the list)."""
+
+    asset_id: str
+    revision: int
+    chunk_hash: str
+    position: int
+    chunks: int
+    title: str
+    source: str | None
+    byte_start: int
+    byte_end: int
+    language: str | None
+    bm25: LexicalStage | None
+    vector: VectorStage | None
+    fusion: FusionStage | None
+    rerank: RerankStage | None
+    learned: float | None = None
+    rank: int | None = None
+    label: str | None = None
+
+
+class ExplainReport(_Message):
+    """``rag explain``: the mode used, the query's analysis, the results in rank order, the named ``chunk`` (null
+    when none was asked for), how many chunks have no vector (absent from the vector ranking: explain never
+    embeds them) and ``notes`` on the stages that did not run."""
+
+    mode: SearchMode
+    match_mode: MatchMode
+    query: QueryExplanation
+    results: list[ExplainedChunk]
+    chunk: ExplainedChunk | None
+    missing_vectors: int
+    notes: list[str]
+
+
 class BenchFigures(msgspec.Struct):
     """One mode of ``rag bench``: the means over the questions of nDCG@10, Recall@10 and MRR@10
     (:mod:`memories.rag.metrics`), and the questions with no relevant record in the top 10, in fixture order."""
@@ -1030,6 +1151,7 @@ Result = (
     | AskReport
     | IndexReport
     | BenchReport
+    | ExplainReport
     | InstallReport
     | GrantCreated
     | GrantListing

@@ -26,7 +26,15 @@ import msgspec
 from memories import __version__
 from memories.config import EmbeddingConfig, GenerationConfig, HttpConfig, RerankConfig
 from memories.models.manifest import Manifest
-from memories.protocol import TAG_FIELD, EmbedFailure, InstalledFile, MatchMode, SearchMode
+from memories.protocol import (
+    TAG_FIELD,
+    EmbedFailure,
+    ExplainedChunk,
+    InstalledFile,
+    MatchMode,
+    QueryExplanation,
+    SearchMode,
+)
 
 WORKER_PROTOCOL_VERSION = 6
 """Bumped with every change of a message below. A worker reporting another version (or another package
@@ -111,6 +119,13 @@ class ParsedNote(msgspec.Struct, frozen=True):
     failure: str | None = None
 
 
+class Explain(msgspec.Struct, frozen=True):
+    """Explain the ranking (``rag explain``), and ``chunk`` too when given (as :class:`memories.protocol.RagExplain`
+    names it)."""
+
+    chunk: str | None = None
+
+
 class WorkerHit(msgspec.Struct, omit_defaults=True):
     """One chunk found by the index worker. Offsets are UTF-8 bytes into the record's body, half-open.
 
@@ -153,10 +168,22 @@ class QueryChecked(_Message):
     terms: int
 
 
+class Explanation(msgspec.Struct):
+    """What :class:`IndexQuery` with ``explain`` adds: the query's analysis, one :class:`ExplainedChunk` per hit (in
+    the hits' order), the named chunk, and how many model inputs have no vector in the request's space."""
+
+    query: QueryExplanation
+    results: list[ExplainedChunk]
+    chunk: ExplainedChunk | None
+    missing_vectors: int
+
+
 class IndexHits(_Message):
-    """:class:`IndexQuery` results: at most ``limit`` chunks in rank order."""
+    """:class:`IndexQuery` results: at most ``limit`` chunks in rank order, and their :class:`Explanation` when
+    the query asked for one."""
 
     hits: list[WorkerHit]
+    explanation: Explanation | None = None
 
 
 class NotesParsed(_Message):
@@ -321,7 +348,8 @@ class IndexQuery(WorkerRequest[IndexHits | IndexStale]):
     """Search one vault's cache if it is at ``epoch``; otherwise the worker answers :class:`IndexStale`.
 
     ``space`` and ``query_vector`` (float32[dimension] bytes) are given for vector and hybrid modes; with
-    ``evidence`` only the hits that are evidence for ``rag ask`` come back.
+    ``evidence`` only the hits that are evidence for ``rag ask`` come back; with ``explain`` the reply carries an
+    :class:`Explanation` of the hits (``rag explain``).
     """
 
     vault: str
@@ -336,6 +364,7 @@ class IndexQuery(WorkerRequest[IndexHits | IndexStale]):
     space: VectorSpace | None = None
     query_vector: bytes | None = None
     evidence: Evidence | None = None
+    explain: Explain | None = None
 
 
 class ParseNotes(WorkerRequest[NotesParsed]):

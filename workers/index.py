@@ -88,7 +88,7 @@ def _current(vault: str, epoch: int) -> VaultCache | w.IndexStale:
 
 def query(request: w.IndexQuery, ctx: Context) -> w.IndexHits | w.IndexStale:
     cache = _current(request.vault, request.epoch)
-    return cache if isinstance(cache, w.IndexStale) else w.IndexHits(hits=cache.search(request))
+    return cache if isinstance(cache, w.IndexStale) else cache.query(request)
 
 
 def resolve(request: w.IndexResolve, ctx: Context) -> w.RecordsNamed | w.IndexStale:

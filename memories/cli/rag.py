@@ -158,6 +158,121 @@ def search(
 
 @command(rag)
 @click.argument("vault_ref", metavar="VAULT")
+@click.argument("query")
+@click.option(
+    "--mode",
+    type=click.Choice(["bm25", "vector", "hybrid"]),
+    help="Default: as rag search (hybrid when a model is installed and the vault embedded, else bm25).",
+)
+@click.option("--match-mode", type=click.Choice(["any", "all", "phrase"]), default="any", show_default=True)
+@click.option(
+    "--limit", type=click.IntRange(min=1), default=10, show_default=True, help=f"Most chunks (<= {MAX_RESULTS})."
+)
+@click.option("--cards-only", is_flag=True, help="Only knowledge cards.")
+@click.option("--no-rerank", is_flag=True, help="Skip both rerank stages, as rag search does.")
+@click.option(
+    "--chunk",
+    metavar="RECORD_ID[:N]|HASH",
+    help="Also explain this chunk (a record's best chunk, its N-th chunk, or a chunk-hash prefix of 8+ hex digits).",
+)
+@click.option("--rerank", is_flag=True, help="Also call the learned [rag.rerank] service (it costs money).")
+def explain(
+    session: Session,
+    vault_ref: str,
+    query: str,
+    mode: str | None,
+    match_mode: str,
+    limit: int,
+    cards_only: bool,
+    no_rerank: bool,
+    chunk: str | None,
+    rerank: bool,
+) -> None:
+    """Why each result of a search ranks where it does: BM25 and vector ranks, fusion, reranker, final rank.
+
+    Uses the vectors present (never embeds a chunk; says how many have none) and the same code that ranks
+    rag search.
+    """
+    check_result_limit(limit)
+    request = p.RagExplain(
+        vault=vault_ref,
+        query=query,
+        mode=mode,  # type: ignore[arg-type]
+        match_mode=match_mode,  # type: ignore[arg-type]
+        limit=limit,
+        cards_only=cards_only,
+        no_rerank=no_rerank,
+        chunk=chunk,
+        rerank=rerank,
+    )
+
+    def human(document: dict) -> None:
+        analysis = document["query"]
+        click.echo(f"{document['mode']}, match {document['match_mode']}, language {analysis['language'] or '-'}")
+        for term in analysis["terms"]:
+            written = f" (written {', '.join(term['written'])})" if term["written"] else ""
+            held = counted(term["chunks"], "chunk")
+            click.echo(f"  term {term['term']}{written}: idf {term['weight']:.2f}, in {held}")
+        if analysis["dropped"]:
+            click.echo(f"  dropped (no term): {' '.join(analysis['dropped'])}")
+        for character, words in analysis["widened"].items():
+            click.echo(f"  {character} stands for: {', '.join(words)} (no chunk holds a query word)")
+        for note in document["notes"]:
+            click.echo(f"  note: {note}")
+        if not document["results"]:
+            click.echo("no results")
+        for explained in document["results"]:
+            _explained_chunk(explained)
+        named = document["chunk"]
+        if named is not None:
+            where = f"rank {named['rank']}, shown above" if named["rank"] else "not in the list"
+            click.echo(f"\n--chunk {chunk}: {where}")
+            if not named["rank"]:
+                _explained_chunk(named)
+
+    session.emit(*session.call(request, progress=True), human)
+
+
+def _explained_chunk(chunk: dict) -> None:
+    """One explained chunk: where it is, then one line per stage."""
+    head = f"[{chunk['label']}]" if chunk["label"] else "[-]"
+    where = chunk["source"] or chunk["asset_id"]
+    click.echo(
+        f"{head} {one_line(chunk['title'], 60)}  ({where}, chunk {chunk['position']} of {chunk['chunks']}, "
+        f"{chunk['chunk_hash'][:12]}, {chunk['language'] or '-'})"
+    )
+    lexical, vector, fusion, reranked = chunk["bm25"], chunk["vector"], chunk["fusion"], chunk["rerank"]
+    if lexical is not None:
+        parts = [] if lexical["rank"] is None else [f"rank {lexical['rank']}, score {plain_decimal(lexical['score'])}"]
+        parts.append(f"holds {lexical['coverage']:.0%} of the query's weight")
+        if lexical["note"]:
+            parts.append(lexical["note"])
+        click.echo(f"     bm25    {'; '.join(parts)}")
+    if vector is not None:
+        parts = [] if vector["rank"] is None else [f"rank {vector['rank']}, cosine {vector['cosine']:.4f}"]
+        if vector["note"]:
+            parts.append(vector["note"])
+        click.echo(f"     vector  {'; '.join(parts)}")
+    if fusion is not None:
+        click.echo(f"     fusion  rank {fusion['rank']}, {plain_decimal(fusion['score'])}")
+        for rule in fusion["rules"]:
+            click.echo(f"             {rule}")
+    if reranked is not None:
+        if reranked["boost"] is None:
+            click.echo(f"     rerank  {reranked['note']} -> {plain_decimal(reranked['score'])}")
+        else:
+            phrase = "yes" if reranked["phrase"] else "no"
+            click.echo(
+                f"     rerank  x{reranked['boost']:.3f} (coverage {reranked['coverage']:.2f} after script factor "
+                f"{reranked['script']:.2f}, phrase {phrase}) -> {plain_decimal(reranked['score'])}"
+            )
+    if chunk["learned"] is not None:
+        click.echo(f"     learned {plain_decimal(chunk['learned'])} ([rag.rerank])")
+    click.echo(f"     final   {'rank ' + str(chunk['rank']) if chunk['rank'] else 'not in the list'}")
+
+
+@command(rag)
+@click.argument("vault_ref", metavar="VAULT")
 @click.argument("question")
 @click.option("--mode", type=click.Choice(["bm25", "vector", "hybrid"]), help="Retrieval mode (default as rag search).")
 @click.option(

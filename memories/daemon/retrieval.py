@@ -85,7 +85,12 @@ class Retrieval:
 
     def handlers(self) -> Handlers:
         """The requests this module answers."""
-        return {p.MemorySearch: self.memory_search, p.RagSearch: self.search, p.RagStatus: self.status}
+        return {
+            p.MemorySearch: self.memory_search,
+            p.RagSearch: self.search,
+            p.RagExplain: self.explain,
+            p.RagStatus: self.status,
+        }
 
     async def search(self, request: p.RagSearch, ctx: RequestContext) -> p.SearchReport:
         """``rag search``: chunks in rank order with labels S1..Sn (R-07, R-10).
@@ -98,6 +103,68 @@ class Retrieval:
         vault = await self._store.resolve_unlocked(request.vault)
         mode, hits = await self.searched(vault, request, ctx)
         return p.SearchReport(mode=mode, match_mode=request.match_mode, results=_labelled(hits))
+
+    async def explain(self, request: p.RagExplain, ctx: RequestContext) -> p.ExplainReport:
+        """``rag explain``: the search ``rag search`` would run, with each result's trace through every stage and
+        the named chunk's (:mod:`memories.rag.explain`). It embeds no chunk, only the query, and calls the learned
+        reranker only with ``rerank``.
+
+        Raises:
+            MemoriesError: what :meth:`search` raises, and for ``chunk`` ``record_not_found`` or ``invalid_argument``.
+        """
+        check_result_limit(request.limit)
+        vault = await self._store.resolve_unlocked(request.vault)
+        search = p.RagSearch(
+            vault=vault.id,
+            query=request.query,
+            mode=request.mode,
+            match_mode=request.match_mode,
+            limit=request.limit,
+            cards_only=request.cards_only,
+            no_rerank=request.no_rerank,
+        )
+        job = self._jobs.new_job("explain", vault.id, vault.name, epoch_checked=True)
+        ctx.attach(job)
+
+        async def work(job: VaultJob) -> p.ExplainReport:
+            mode, _, chunks, found = await self._retrieve(
+                job, vault, ctx, search, learned=request.rerank, explain=w.Explain(chunk=request.chunk)
+            )
+            assert chunks is not None and found is not None
+            for rank, chunk in enumerate(chunks, start=1):
+                chunk.rank, chunk.label = rank, f"S{rank}"
+            named = found.chunk
+            if named is not None:  # its final rank: after the eligibility check and the learned reranker
+                place = {(chunk.asset_id, chunk.byte_start): chunk for chunk in chunks}
+                unplaced = msgspec.structs.replace(named, rank=None, label=None)
+                named = place.get((named.asset_id, named.byte_start), unplaced)
+            return p.ExplainReport(
+                mode=mode,
+                match_mode=request.match_mode,
+                query=found.query,
+                results=chunks,
+                chunk=named,
+                missing_vectors=found.missing_vectors if mode != "bm25" else 0,
+                notes=self._explain_notes(mode, request, found.missing_vectors),
+            )
+
+        return await self._jobs.run(job, work)
+
+    def _explain_notes(self, mode: p.SearchMode, request: p.RagExplain, missing: int) -> list[str]:
+        """What ``rag explain`` did not run, and why."""
+        notes = []
+        if mode == "bm25":
+            notes.append("bm25 mode: no vector ranking, fusion or reranker")
+        elif request.no_rerank:
+            notes.append("--no-rerank: neither the lightweight nor the learned reranker ran")
+        if mode != "bm25" and missing:
+            notes.append(
+                f"{missing} chunks have no vector and are not in the vector ranking; `rag index` embeds them "
+                "(explain never does, a search embeds up to 64 first)"
+            )
+        if self._rag.rerank is not None and not request.no_rerank and not request.rerank:
+            notes.append("stopped before the learned reranker [rag.rerank]: --rerank calls it (it costs money)")
+        return notes
 
     async def searched(
         self,
@@ -135,6 +202,22 @@ class Retrieval:
             MemoriesError: ``device_only_vault`` (before any request leaves), the search's limits, the embedding
                 backend's and the reranker's failures.
         """
+        mode, hits, _, _ = await self._retrieve(job, vault, ctx, request, evidence=evidence, learned=learned)
+        return mode, hits
+
+    async def _retrieve(
+        self,
+        job: VaultJob,
+        vault: VaultRow,
+        ctx: RequestContext,
+        request: p.RagSearch,
+        *,
+        evidence: bool = False,
+        learned: bool = True,
+        explain: w.Explain | None = None,
+    ) -> tuple[p.SearchMode, list[w.WorkerHit], list[p.ExplainedChunk] | None, w.Explanation | None]:
+        """:meth:`retrieve`, and with ``explain`` the explanation of each hit (in the hits' order, the learned
+        reranker's score filled in when it ran) and the worker's whole explanation; ``explain`` embeds no chunk."""
         backend = self._backend
         mode = request.mode
         if mode is None:
@@ -152,12 +235,14 @@ class Retrieval:
         if mode != "bm25":
             # Check the query before the costly steps: a query over the limits, or one that finds nothing.
             checked = await job.call(self._index, w.IndexCheckQuery(query=request.query))
-            if checked.terms == 0:
-                return mode, []
-            space = await backend.space()
-            await self._indexing.embed_missing(job, vault, space)
-            await check_current_policy(self._store, vault, backend.egress_url, "rag.embedding")
-            vector = await backend.embed_query(job, request.query)
+            if checked.terms == 0 and explain is None:
+                return mode, [], None, None
+            if checked.terms:
+                space = await backend.space()
+                if explain is None:
+                    await self._indexing.embed_missing(job, vault, space)
+                await check_current_policy(self._store, vault, backend.egress_url, "rag.embedding")
+                vector = await backend.embed_query(job, request.query)
         query = w.IndexQuery(
             vault=vault.id,
             epoch=job.epoch,
@@ -171,12 +256,20 @@ class Retrieval:
             space=space,
             query_vector=vector,
             evidence=w.Evidence(backend.min_similarity if mode != "bm25" else None) if evidence else None,
+            explain=explain,
         )
-        hits = await self._query(job, vault, query, ctx)
+        hits, explanation = await self._query(job, vault, query, ctx)
+        explained = None if explanation is None else dict(zip(map(id, hits), explanation.results, strict=True))
         if rerank is not None and len(hits) > 1:
             await check_current_policy(self._store, vault, rerank.url, "rag.rerank")
-            hits = await self._learned_rerank(job, rerank, request.query, hits, request.limit)
-        return mode, hits[: request.limit]
+            ranked = await self._learned_rerank(job, rerank, request.query, hits, request.limit)
+            if explained is not None:
+                for hit in ranked[: request.limit]:
+                    explained[id(hit)].learned = hit.score
+            hits = ranked
+        hits = hits[: request.limit]
+        chunks = None if explained is None else [explained[id(hit)] for hit in hits]
+        return mode, hits, chunks, explanation
 
     async def _learned_rerank(
         self, job: VaultJob, config: RerankConfig, query: str, hits: list[w.WorkerHit], limit: int
@@ -221,7 +314,7 @@ class Retrieval:
                     cards_only=False,
                     no_rerank=True,
                 )
-                hits = await self._query(job, vault, query, ctx)
+                hits, _ = await self._query(job, vault, query, ctx)
                 records = _group(hits, request.limit)
                 if len(records) == request.limit or len(hits) < depth or depth >= MAX_CHUNKS:
                     return p.MemorySearchReport(results=records)
@@ -271,9 +364,10 @@ class Retrieval:
 
     async def _query(
         self, job: VaultJob, vault: VaultRow, query: w.IndexQuery, ctx: RequestContext
-    ) -> list[w.WorkerHit]:
-        """Run one query at the job's epoch in the index worker (cache synced first); keep hits of eligible records.
-        Damaged records (failed authentication) are left out, with a warning naming each."""
+    ) -> tuple[list[w.WorkerHit], w.Explanation | None]:
+        """Run one query at the job's epoch in the index worker (cache synced first); keep hits of eligible records,
+        and their explanations when asked. Damaged records (failed authentication) are left out, with a warning
+        naming each."""
         reply = await self._cache_sync.call(job, vault, msgspec.structs.replace(query, epoch=job.epoch))
         if self._jobs.active_jobs("ingest", vault.id):
             ctx.warn(f"an ingest into {vault.name} is in progress: these results are from the notes stored so far")
@@ -286,7 +380,11 @@ class Retrieval:
                 f"(`memory delete {vault.name} {record_id}` removes it)"
             )
             ctx.warn(warning)
-        return [hit for hit in reply.hits if eligible.get(hit.asset_id) == hit.revision]
+        kept = [eligible.get(hit.asset_id) == hit.revision for hit in reply.hits]
+        explanation = reply.explanation
+        if explanation is not None:
+            explanation.results = [chunk for chunk, keep in zip(explanation.results, kept, strict=True) if keep]
+        return [hit for hit, keep in zip(reply.hits, kept, strict=True) if keep], explanation
 
     async def _default_mode(self, job: VaultJob, vault: VaultRow, ctx: RequestContext) -> p.SearchMode:
         """Hybrid when an embedding backend is available, may see the vault, and the vault is (nearly) embedded

@@ -111,7 +111,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Collection, Hashable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Generic, TypeVar
@@ -210,6 +210,43 @@ class Candidate(Generic[Document]):
     written: Sequence[str] = ()
 
 
+@dataclass
+class Trace:
+    """What the ranking did to one chunk, stage by stage: ``rag explain`` keeps it, a search drops it. The
+    pipeline fills the arms' fields, :func:`fuse` and :func:`rerank` their own, on the one path that ranks.
+
+    Attributes:
+        lexical_rank, lexical_score: its place (1-based) and score in the BM25 ranking; ``None``: not in it.
+        vector_rank, cosine: its place (1-based) and cosine in the vector ranking; ``None``: not in it.
+        coverage: the share of the query's idf weight it holds (:func:`coverage` of :func:`held`), 0 … 1.
+        vote: the weight its BM25 rank carries in the fusion (0: it does not count, below :data:`LEXICAL_FLOOR`).
+        fused, fused_rank: its score and place (1-based) after fusion.
+        rules: what fusion did to it, in words with the numbers (``rag explain`` prints them).
+        placed: the place (1-based) it kept because it is in another language (:func:`comparable`).
+        boost, phrase, script: the reranker's factor, whether it holds the query phrase, its :func:`script_factor`.
+        reranked: its score after the reranker.
+    """
+
+    lexical_rank: int | None = None
+    lexical_score: float | None = None
+    vector_rank: int | None = None
+    cosine: float | None = None
+    coverage: float | None = None
+    vote: float | None = None
+    fused: float | None = None
+    fused_rank: int | None = None
+    rules: list[str] = field(default_factory=list)
+    placed: int | None = None
+    boost: float | None = None
+    phrase: bool = False
+    script: float | None = None
+    reranked: float | None = None
+
+
+Traces = MutableMapping[Document, Trace]
+"""Document → its :class:`Trace`; :func:`fuse` and :func:`rerank` add what they did when given one."""
+
+
 def coverage(weights: Mapping[str, float], terms: Collection[str]) -> float:
     """Share of the query's idf weight that ``terms`` hold: ``Σ idf(t) for t in terms / Σ idf(t)`` (0 … 1).
 
@@ -249,6 +286,7 @@ def fuse(
     *,
     floor: float = LEXICAL_FLOOR,
     k: int = RRF_K,
+    traces: Traces[Document] | None = None,
 ) -> list[tuple[Document, float]]:
     """Hybrid fusion of the BM25 ranking ``lexical`` and the cosine ranking ``vector`` (each best first).
 
@@ -256,14 +294,44 @@ def fuse(
     weight (:func:`coverage`), in BM25 order; then each vector candidate that is not :func:`comparable` with the
     query (another language) goes back to its place in the vector ranking (:func:`_keep_places`). Reasons in the
     module docstring; ``[(document, score), ...]`` best first, ties as in :func:`reciprocal_rank_fusion` (lexical
-    rank first).
+    rank first). With ``traces``, each chunk's coverage, vote, fused score and rank, and kept place go there.
     """
-    admitted = [candidate.document for candidate in lexical if coverage(query.weights, held(query, candidate)) >= floor]
+    admitted = []
+    for candidate in lexical:
+        share = coverage(query.weights, held(query, candidate))
+        if share >= floor:
+            admitted.append(candidate.document)
+        if traces is not None:
+            trace = traces.setdefault(candidate.document, Trace())
+            trace.coverage, trace.vote = share, 1.0 if share >= floor else 0.0
     fused = reciprocal_rank_fusion([admitted, [candidate.document for candidate in vector]], k)
     places = {
         position: candidate.document for position, candidate in enumerate(vector) if not comparable(query, candidate)
     }
-    return _keep_places(places, fused)
+    result = _keep_places(places, fused)
+    if traces is not None:
+        voters = {document: rank for rank, document in enumerate(admitted, start=1)}
+        nearest = {candidate.document: rank for rank, candidate in enumerate(vector, start=1)}
+        for rank, (document, score) in enumerate(result, start=1):
+            trace = traces.setdefault(document, Trace())
+            trace.fused, trace.fused_rank = score, rank
+            parts = []
+            if document in voters:
+                parts.append(f"1/({k}+{voters[document]}) for BM25 rank {voters[document]} among the chunks that count")
+            if document in nearest:
+                parts.append(f"1/({k}+{nearest[document]}) for vector rank {nearest[document]}")
+            trace.rules.append(f"Reciprocal Rank Fusion: {' + '.join(parts)} = {score:.6f}")
+            if trace.vote == 0.0 and trace.coverage is not None:
+                trace.rules.append(
+                    f"its BM25 rank does not count: it holds {trace.coverage:.0%} of the query's weight, under the "
+                    f"floor of {floor:.0%}"
+                )
+        for position, document in places.items():
+            traces[document].placed = position + 1
+            traces[document].rules.append(
+                f"kept vector place {position + 1}: in another language than the query, which BM25 cannot match"
+            )
+    return result
 
 
 def rerank(
@@ -272,13 +340,15 @@ def rerank(
     *,
     coverage_weight: float = COVERAGE_WEIGHT,
     phrase_weight: float = PHRASE_WEIGHT,
+    traces: Traces[Document] | None = None,
 ) -> list[tuple[Document, float]]:
     """Boost candidates by weighted lexical coverage and phrase match; ``[(document, score), ...]`` best first.
 
     ``scored`` holds fused or cosine scores, higher is better, best first. A chunk that is not :func:`comparable`
     with the query (another language) cannot show the query's words: it keeps its place in ``scored`` and the
     boosted others are sorted around it (:func:`_keep_places`). Equal new scores keep the given order. Formula
-    and reasons in the module docstring.
+    and reasons in the module docstring. With ``traces``, each chunk's boost and its parts, its new score and its
+    kept place go there.
 
     Raises:
         ValueError: a negative weight, a non-finite score, or scores not best first.
@@ -293,13 +363,24 @@ def rerank(
     boosted: list[tuple[Document, float]] = []
     for position, (candidate, score) in enumerate(scored):
         if comparable(query, candidate):
-            boosted.append(
-                (candidate.document, _scaled(score, _boost(query, candidate, coverage_weight, phrase_weight)))
-            )
+            phrase = bool(query.phrase) and query.phrase in candidate.phrase_key
+            script = script_factor(query, candidate)
+            boost = 1.0 + coverage_weight * coverage(query.weights, held(query, candidate)) * script
+            boost += phrase_weight * phrase
+            boosted.append((candidate.document, _scaled(score, boost)))
+            if traces is not None:
+                trace = traces.setdefault(candidate.document, Trace())
+                trace.boost, trace.phrase, trace.script = boost, phrase, script
         else:
             places[position] = candidate.document
             boosted.append((candidate.document, score))
-    return _keep_places(places, sorted(boosted, key=lambda item: -item[1]))
+    result = _keep_places(places, sorted(boosted, key=lambda item: -item[1]))
+    if traces is not None:
+        for document, score in result:
+            traces.setdefault(document, Trace()).reranked = score
+        for position, document in places.items():
+            traces[document].placed = position + 1
+    return result
 
 
 def _keep_places(
@@ -337,12 +418,6 @@ def _keep_places(
                 value = min(value, result[-1][1])
         result.append((document, value))
     return result
-
-
-def _boost(query: QueryFacts, candidate: Candidate[Document], coverage_weight: float, phrase_weight: float) -> float:
-    phrase = 1.0 if query.phrase and query.phrase in candidate.phrase_key else 0.0
-    written = coverage(query.weights, held(query, candidate)) * script_factor(query, candidate)
-    return 1.0 + coverage_weight * written + phrase_weight * phrase
 
 
 def script_factor(query: QueryFacts, candidate: Candidate[Document], discount: float = SCRIPT_DISCOUNT) -> float:

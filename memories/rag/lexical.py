@@ -257,6 +257,19 @@ class LexicalIndex:
         characters = [term for term in query.terms if len(term) == 1 and is_han(term)]
         return list(dict.fromkeys(term_id for character in characters for term_id in self._words_containing(character)))
 
+    def widened(self, query: AnalyzedQuery) -> dict[str, list[str]]:
+        """The words each single Han character of ``query`` stands for when no chunk holds any query term (as
+        :meth:`search` widens it), most held first; ``{}`` when some chunk holds a query term."""
+        if any(self._rows_with[term_id] for term in query.terms if (term_id := self._vocabulary.get(term))):
+            return {}
+        words = {term_id: term for term, term_id in self._vocabulary.items()}
+        characters = [term for term in query.terms if len(term) == 1 and is_han(term)]
+        return {character: [words[word] for word in self._words_containing(character)] for character in characters}
+
+    def term_chunks(self, terms: Iterable[str]) -> dict[str, int]:
+        """How many chunks hold each term (0 for a term no chunk holds)."""
+        return {term: self._rows_with[term_id] if (term_id := self._vocabulary.get(term)) else 0 for term in terms}
+
     def _words_containing(self, character: str) -> list[str]:
         """Ids of the :data:`MAX_EXPANSION` words held by the most chunks that contain ``character``."""
         words = [

@@ -26,17 +26,20 @@ the model card's document prompt). With ``evidence`` (``rag ask``), only chunks 
 from __future__ import annotations
 
 import json
+import math
 import posixpath
 import time
 
 import numpy as np
 
 from memories import worker_protocol as w
+from memories.errors import MemoriesError
 from memories.models.embedding import estimated_tokens
 from memories.protocol import EmbedFailure
 from memories.rag.analysis import AnalyzedQuery, analyze_query, highlight_spans, text_language, written_forms
 from memories.rag.answers import is_evidence
-from memories.rag.fusion import Candidate, QueryFacts, fuse, prefer_script, rerank
+from memories.rag.explain import explanation
+from memories.rag.fusion import Candidate, QueryFacts, Trace, fuse, prefer_script, rerank
 from memories.rag.vault_index import ChunkRow, VaultIndex
 from memories.rag.vectors import VectorStore, input_hash
 
@@ -142,54 +145,118 @@ class VaultCache:
     # -- search --------------------------------------------------------------------------------------------
 
     def search(self, request: w.IndexQuery) -> list[w.WorkerHit]:
-        """Chunks in rank order for one query (labels are given by the supervisor).
+        """Chunks in rank order for one query (labels are given by the supervisor): :meth:`query`'s hits.
 
         Raises:
-            MemoriesError: ``query_too_long``, ``too_many_terms``, ``invalid_vector``.
+            MemoriesError: as :meth:`query`.
+        """
+        return self.query(request).hits
+
+    def query(self, request: w.IndexQuery) -> w.IndexHits:
+        """Chunks in rank order for one query, and, when ``request.explain`` asks, why each ranks where it does.
+
+        One code path ranks and explains: every stage records what it did in a :class:`~memories.rag.fusion.Trace`
+        per chunk; a search drops them, an explanation (:func:`memories.rag.explain.explanation`) keeps them.
+
+        Raises:
+            MemoriesError: ``query_too_long``, ``too_many_terms``, ``invalid_vector``; for an explained ``chunk``,
+                ``record_not_found`` or ``invalid_argument`` (see :meth:`_named`).
         """
         query = analyze_query(request.query)
-        if not query.terms:
-            return []  # an empty or punctuation-only query finds nothing, in every mode
         facts = QueryFacts(
             weights=self.index.term_weights(query),
             phrase=query.phrase,
             language=text_language(request.query),
             forms=written_forms(request.query, query.terms),
         )
-        cosine: dict[int, float] = {}
-        if request.mode == "bm25":
-            depth = request.limit if request.evidence is None else max(CANDIDATES, request.limit)
-            ranked = self._lexical(query, facts, request, depth)
-        else:
-            ranked, cosine = self._semantic(query, facts, request)
+        traces: dict[int, Trace] = {}
+        ranked: list[tuple[int, float]] = []
+        if query.terms:  # an empty or punctuation-only query finds nothing, in every mode
+            ranked = self._ranked(query, facts, request, traces)
         if request.evidence is not None:
             threshold = request.evidence.min_similarity
             ranked = [
                 (rowid, score)
                 for rowid, score in ranked
-                if is_evidence(query.terms, self.index.row(rowid).terms, cosine.get(rowid), threshold)
+                if is_evidence(query.terms, self.index.row(rowid).terms, traces[rowid].cosine, threshold)
             ]
-        return [
-            _hit(self.index.row(rowid), score, query if request.highlight else None)
-            for rowid, score in ranked[: request.limit]
-        ]
+        shown = ranked[: request.limit]
+        hits = [_hit(self.index.row(rowid), score, query if request.highlight else None) for rowid, score in shown]
+        if request.explain is None:
+            return w.IndexHits(hits=hits)
+        named = self._named(request.explain.chunk, [rowid for rowid, _ in shown], traces)
+        if named is not None and query.terms:
+            self._trace_beyond(query, facts, request, named, traces)
+        space = request.space
+        missing = self.missing(space, 0).total_missing if space is not None else 0
+
+        def has_vector(rowid: int) -> bool:
+            return space is not None and (space.key, self._key(self.index.row(rowid), space.recipe)) in self.vectors
+
+        found = explanation(
+            self.index,
+            request,
+            query,
+            facts,
+            [rowid for rowid, _ in shown],
+            traces,
+            named,
+            missing,
+            self._candidate,
+            has_vector,
+        )
+        return w.IndexHits(hits=hits, explanation=found)
+
+    def _ranked(
+        self, query: AnalyzedQuery, facts: QueryFacts, request: w.IndexQuery, traces: dict[int, Trace]
+    ) -> list[tuple[int, float]]:
+        """The ranking of ``request.mode``, best first; each stage's trace goes into ``traces``."""
+        if request.mode == "bm25":
+            depth = request.limit if request.evidence is None else max(CANDIDATES, request.limit)
+            return self._lexical(query, facts, request, depth, traces)
+        depth = max(CANDIDATES, request.limit)
+        cosine = self._cosine(query, request, depth, traces)
+        if request.mode == "vector":
+            fused = cosine
+        else:
+            lexical = self._lexical(query, facts, request, min(depth, 100), traces)
+            fused = fuse(
+                facts,
+                [self._candidate(rowid) for rowid, _ in lexical],
+                [self._candidate(rowid) for rowid, _ in cosine],
+                traces=traces,
+            )
+        if request.no_rerank:
+            return fused
+        return rerank(facts, [(self._candidate(rowid), score) for rowid, score in fused[:depth]], traces=traces)
 
     def _lexical(
-        self, query: AnalyzedQuery, facts: QueryFacts, request: w.IndexQuery, limit: int
+        self,
+        query: AnalyzedQuery,
+        facts: QueryFacts,
+        request: w.IndexQuery,
+        limit: int,
+        traces: dict[int, Trace] | None = None,
     ) -> list[tuple[int, float]]:
-        """The BM25 ranking, the query's own script first (:func:`prefer_script`)."""
+        """The BM25 ranking, the query's own script first (:func:`prefer_script`); each chunk's rank and score go
+        into ``traces`` when given."""
         # Fetch past the limit, so that a chunk in the query's script just below it can move up.
         depth = max(CANDIDATES, limit) if facts.forms else limit
         hits = self.index.search(query, match_mode=request.match_mode, limit=depth, cards_only=request.cards_only)
-        return prefer_script(facts, [(self._candidate(hit.row.rowid), hit.score) for hit in hits])[:limit]
+        ranked = prefer_script(facts, [(self._candidate(hit.row.rowid), hit.score) for hit in hits])[:limit]
+        if traces is not None:
+            for rank, (rowid, score) in enumerate(ranked, start=1):
+                trace = traces.setdefault(rowid, Trace())
+                trace.lexical_rank, trace.lexical_score = rank, score
+        return ranked
 
-    def _semantic(
-        self, query: AnalyzedQuery, facts: QueryFacts, request: w.IndexQuery
-    ) -> tuple[list[tuple[int, float]], dict[int, float]]:
-        """The vector or hybrid ranking, and the cosine of each chunk that had one (row id → cosine)."""
+    def _cosine(
+        self, query: AnalyzedQuery, request: w.IndexQuery, limit: int | None, traces: dict[int, Trace] | None = None
+    ) -> list[tuple[int, float]]:
+        """The vector ranking of the chunks the request admits (``cards_only``, a strict match mode) that have a
+        vector, best first, at most ``limit``; each chunk's rank and cosine go into ``traces`` when given."""
         assert request.space is not None and request.query_vector is not None
         space = request.space
-        depth = max(CANDIDATES, request.limit)
         rows = [row for row in self.index.rows() if not request.cards_only or row.kind == "card"]
         if request.match_mode != "any":
             allowed = self.index.filter_rowids(query, match_mode=request.match_mode, cards_only=request.cards_only)
@@ -198,24 +265,83 @@ class VaultCache:
         for row in rows:
             by_key.setdefault(self._key(row, space.recipe), []).append(row)
         vector = np.frombuffer(request.query_vector, dtype=np.float32)
-        cosine = [
+        ranked = [
             (row.rowid, score)
-            for key, score in self.vectors.search(space.key, vector, by_key, limit=depth)
+            for key, score in self.vectors.search(space.key, vector, by_key, limit=limit)
             for row in by_key[key]
         ]
-        similarity = dict(cosine)
-        if request.mode == "vector":
-            fused = cosine
-        else:
-            lexical = self._lexical(query, facts, request, min(depth, 100))
-            fused = fuse(
-                facts,
-                [self._candidate(rowid) for rowid, _ in lexical],
-                [self._candidate(rowid) for rowid, _ in cosine],
+        if traces is not None:
+            for rank, (rowid, score) in enumerate(ranked, start=1):
+                trace = traces.setdefault(rowid, Trace())
+                trace.vector_rank, trace.cosine = rank, score
+        return ranked
+
+    def _named(self, chunk: str | None, shown: list[int], traces: dict[int, Trace]) -> int | None:
+        """The row id of the chunk ``rag explain --chunk`` names: ``RECORD[:N]``, the N-th chunk (from 1) of the
+        record whose id, source path or title is ``RECORD`` (:meth:`VaultIndex.named`), or without ``:N`` its chunk
+        ranked best here (shown first, else with the best rank of either arm, else its first); or a chunk-hash
+        prefix of at least 8 hex digits. ``None`` when none is named.
+
+        Raises:
+            MemoriesError: ``record_not_found`` (it names no searchable record and is no hash prefix),
+                ``invalid_argument`` (no such chunk position; a name of several records; a hash prefix of no chunk
+                or several).
+        """
+        if chunk is None:
+            return None
+        name, colon, position = chunk.rpartition(":")
+        if not colon or not position.isdigit():
+            name, position = chunk, ""
+        [records] = self.index.named([name])
+        if len(records) > 1:
+            raise MemoriesError("invalid_argument", f"{name!r} names {len(records)} records; use a record id")
+        if records:
+            rows = self.index.record_rows(records[0])
+            if position:
+                if not 1 <= int(position) <= len(rows):
+                    raise MemoriesError(
+                        "invalid_argument", f"record {records[0]} has {len(rows)} chunks; there is no chunk {position}"
+                    )
+                return rows[int(position) - 1].rowid
+            ids = [row.rowid for row in rows]
+            if placed := [rowid for rowid in shown if rowid in ids]:
+                return placed[0]
+
+            def best(rowid: int) -> float:
+                trace = traces.get(rowid)
+                ranks = [] if trace is None else [r for r in (trace.lexical_rank, trace.vector_rank) if r is not None]
+                return min(ranks, default=math.inf)
+
+            return min(ids, key=best)
+        prefix = chunk.lower()
+        if len(prefix) < 8 or any(c not in "0123456789abcdef" for c in prefix):
+            raise MemoriesError(
+                "record_not_found",
+                f"no searchable record has the id, source or title {name!r}, and {chunk!r} is not a chunk-hash prefix "
+                "of at least 8 hex digits",
             )
-        if request.no_rerank:
-            return fused, similarity
-        return rerank(facts, [(self._candidate(rowid), score) for rowid, score in fused[:depth]]), similarity
+        found = [row.rowid for row in self.index.rows() if row.chunk.chunk_hash.startswith(prefix)]
+        if len(found) != 1:
+            what = "no chunk" if not found else f"{len(found)} chunks"
+            raise MemoriesError("invalid_argument", f"{what} of the vault have a hash starting with {prefix}")
+        return found[0]
+
+    def _trace_beyond(
+        self, query: AnalyzedQuery, facts: QueryFacts, request: w.IndexQuery, rowid: int, traces: dict[int, Trace]
+    ) -> None:
+        """For the named chunk, its places in the whole BM25 and vector rankings when the candidates fused left it
+        out (ranks beyond :data:`CANDIDATES`); explain only."""
+        trace = traces.setdefault(rowid, Trace())
+        if trace.lexical_rank is None:
+            every = self._lexical(query, facts, request, max(self.index.stats().chunks, 1))
+            trace.lexical_rank, trace.lexical_score = next(
+                ((rank, score) for rank, (found, score) in enumerate(every, start=1) if found == rowid), (None, None)
+            )
+        if trace.vector_rank is None and request.mode != "bm25":
+            every = self._cosine(query, request, None)
+            trace.vector_rank, trace.cosine = next(
+                ((rank, score) for rank, (found, score) in enumerate(every, start=1) if found == rowid), (None, None)
+            )
 
     def _candidate(self, rowid: int) -> Candidate[int]:
         """The row as fusion sees it; its language is worked out once per row."""

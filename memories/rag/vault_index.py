@@ -213,6 +213,20 @@ class VaultIndex:
         """The idf of each query term over this vault's chunks (see ``LexicalIndex.term_weights``)."""
         return self._lexical.term_weights(query.terms)
 
+    def term_chunks(self, query: AnalyzedQuery) -> dict[str, int]:
+        """How many chunks hold each query term (``rag explain``)."""
+        return self._lexical.term_chunks(query.terms)
+
+    def widened(self, query: AnalyzedQuery) -> dict[str, list[str]]:
+        """The words each single Han character of the query stood for in :meth:`search`, when no chunk holds any
+        query term (see ``rag.lexical``); ``{}`` otherwise."""
+        return self._lexical.widened(query)
+
+    def record_rows(self, record_id: str) -> list[ChunkRow]:
+        """The chunk rows of a record in body order (``[]`` for a record the cache does not hold)."""
+        record = self._records.get(record_id)
+        return [] if record is None else [self._rows[rowid] for rowid in record.rowids]
+
     def named(self, names: Sequence[str]) -> list[list[str]]:
         """For each of ``names``, the ids of the records it names, in that order: the record with that id; else
         the records whose ``source`` is that path (as ``rag ingest`` stored it, relative to the folder ingested);

@@ -1,5 +1,5 @@
-"""Issue 24 end to end with the tiny model: ``rag bench`` on a person's own questions, text and ``--json``, one test
-per mode, on one shared daemon and vault (the figures mean nothing on the tiny model; the code paths do)."""
+"""Issue 24 end to end with the tiny model: ``rag explain`` and ``rag bench``, text and ``--json``, one test per mode,
+on one shared daemon and vault (the figures mean nothing on the tiny model; the code paths do)."""
 
 from __future__ import annotations
 
@@ -61,6 +61,70 @@ def _fixture(lab: Lab, name: str, rows: list[object]) -> str:
     lines = [row if isinstance(row, str) else json.dumps(row, ensure_ascii=False) for row in rows]
     path.write_text("".join(line + "\n" for line in lines))
     return str(path)
+
+
+@pytest.mark.parametrize("mode", ["bm25", "vector", "hybrid"])
+def test_explain_gives_each_results_stages_in_the_searched_order(lab: Lab, mode: str) -> None:
+    home = lab.home
+    query = "ownership rules of a value"
+    searched = home.ok("rag", "search", "notes", query, "--mode", mode)["results"]
+    threads = lab.ids["threads.md"]
+    report = home.ok("rag", "explain", "notes", query, "--mode", mode, "--chunk", threads)
+    assert report["mode"] == mode and report["match_mode"] == "any"
+    explained = report["results"]
+    assert [(c["asset_id"], c["chunk_hash"]) for c in explained] == [(h["asset_id"], h["chunk_hash"]) for h in searched]
+    assert [c["label"] for c in explained] == [h["label"] for h in searched]
+    assert [c["rank"] for c in explained] == list(range(1, len(searched) + 1))
+    terms = {term["term"]: term for term in report["query"]["terms"]}
+    assert set(terms) == {"ownership", "rules", "of", "a", "value"}
+    assert terms["ownership"]["chunks"] == 2 and terms["of"]["chunks"] == 0  # a word no chunk holds weighs most
+    assert terms["of"]["weight"] == max(term["weight"] for term in terms.values()) > terms["ownership"]["weight"]
+    first = explained[0]
+    assert first["asset_id"] == lab.ids["ownership.md"] or mode == "vector"  # the tiny model ranks at random
+    assert (first["position"], first["chunks"]) == (1, 1)
+    assert (first["bm25"] is None) == (mode == "vector") and (first["vector"] is None) == (mode == "bm25")
+    assert (first["fusion"] is None) == (mode != "hybrid") and (first["rerank"] is None) == (mode == "bm25")
+    if mode == "bm25":
+        assert [c["bm25"]["rank"] for c in explained] == list(range(1, len(explained) + 1))
+        assert [c["bm25"]["score"] for c in explained] == [h["score"] for h in searched]
+        assert report["notes"] == ["bm25 mode: no vector ranking, fusion or reranker"]
+    else:
+        assert [c["rerank"]["score"] for c in explained] == pytest.approx([h["score"] for h in searched])
+        assert all(c["vector"]["cosine"] is not None for c in explained)
+        assert report["missing_vectors"] == 0
+    if mode == "hybrid":
+        assert any("Reciprocal Rank Fusion" in rule for rule in first["fusion"]["rules"])
+    named = report["chunk"]
+    assert named["asset_id"] == threads and named["title"] == "Threads"
+    if named["rank"] is None:
+        assert named["label"] is None
+    if mode != "vector":
+        assert named["bm25"]["rank"] is None and named["bm25"]["note"] == "holds none of the query's words"
+        assert named["bm25"]["coverage"] == 0
+    text = home.run("rag", "explain", "notes", query, "--mode", mode, "--chunk", f"{threads}:1", json_output=False)
+    assert text.code == 0 and "Traceback" not in text.stderr
+    assert text.stdout.startswith(f"{mode}, match any, language latin\n")
+    assert "  term ownership: idf " in text.stdout and "[S1] " in text.stdout
+    assert f"--chunk {threads}:1: " in text.stdout
+    for stage in ("bm25", "vector", "fusion", "rerank"):
+        present = {"bm25": mode != "vector", "vector": mode != "bm25", "fusion": mode == "hybrid"}
+        assert (f"     {stage} " in text.stdout) == present.get(stage, mode != "bm25"), (stage, text.stdout)
+
+
+def test_explain_names_chunks_by_position_and_hash_and_refuses_the_rest(lab: Lab) -> None:
+    home = lab.home
+    record = lab.ids["subtree.md"]
+    found = home.ok("rag", "search", "notes", "subtree", "--mode", "bm25")["results"][0]
+    by_hash = home.ok("rag", "explain", "notes", "push changes", "--mode", "bm25", "--chunk", found["chunk_hash"][:8])
+    assert by_hash["chunk"]["chunk_hash"] == found["chunk_hash"] and by_hash["chunk"]["asset_id"] == record
+    assert by_hash["query"]["dropped"] == [] and by_hash["query"]["widened"] == {}
+    by_source = home.ok("rag", "explain", "notes", "push changes", "--mode", "bm25", "--chunk", "subtree.md:1")
+    assert by_source["chunk"]["asset_id"] == record and by_source["chunk"]["rank"] == 1
+    home.fails("invalid_argument", "rag", "explain", "notes", "push", "--chunk", f"{record}:2")
+    home.fails("record_not_found", "rag", "explain", "notes", "push", "--chunk", "nothing")
+    home.fails("invalid_argument", "rag", "explain", "notes", "push", "--chunk", "00000000")
+    punctuation = home.ok("rag", "explain", "notes", "? !", "--mode", "hybrid")
+    assert punctuation["results"] == [] and punctuation["query"]["dropped"] == ["?", "!"]
 
 
 @pytest.mark.parametrize("mode", ["bm25", "vector", "hybrid"])
