@@ -26,6 +26,10 @@ CODES: dict[str, str] = {
     "protocol_mismatch": "Client and daemon speak different protocol versions; restart the daemon.",
     "protocol_error": "A message could not be decoded or was too large.",
     "internal_error": "An unexpected failure inside the daemon; its log has the details.",
+    "disk_full": "The disk that holds the home is full (or the database reached its size limit); nothing more was "
+    "written. Free some space and run the command again.",
+    "home_read_only": "The home's folder is on a read-only file system; Memories writes its database, socket and log "
+    "there.",
     "restart_needed": "The daemon and its workers come from different installs (an upgrade); restart the daemon.",
     "usage_error": "The command line is malformed (click's usage errors; exit status 2).",
     # Keys

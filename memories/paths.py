@@ -16,6 +16,7 @@ Layout::
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 
@@ -124,13 +125,35 @@ def resolve_home(home: str | None, config: str | None) -> Home:
     return Home(root, config_path)
 
 
+def storage_error(errno_value: int | None, folder: str) -> MemoriesError | None:
+    """The error a write under ``folder`` (the home, usually) met, when it is about the disk rather than a bug:
+    ``disk_full`` for ``ENOSPC`` and ``EDQUOT`` (the disk or the user's quota is full), ``home_read_only`` for
+    ``EROFS``; ``None`` for any other ``errno``. Both name the folder, so the person knows which disk to look at
+    (the daemon's own log may be on that same disk, and then holds nothing)."""
+    if errno_value in (errno.ENOSPC, errno.EDQUOT):
+        return MemoriesError(
+            "disk_full",
+            f"the disk that holds {folder} is full; nothing more was written: free some space there and run the "
+            "command again",
+            {"folder": folder},
+        )
+    if errno_value == errno.EROFS:
+        return MemoriesError(
+            "home_read_only",
+            f"{folder} is on a read-only file system; Memories needs to write its database, socket and log there "
+            "(remount it read-write, or use another --home)",
+            {"folder": folder},
+        )
+    return None
+
+
 def ensure_private_dir(path: str) -> None:
     """Create ``path`` (and parents) if missing, and make it owner-only (0700). The folder itself must be ours and
     not a symbolic link (the socket folder may sit in a shared place such as ``/tmp``).
 
     Raises:
         MemoriesError: ``invalid_argument`` when ``path`` exists but is not a folder, is a link or another user's,
-            or cannot be created.
+            or cannot be created; ``home_read_only`` on a read-only file system, ``disk_full`` on a full one.
     """
     try:
         os.makedirs(path, mode=0o700, exist_ok=True)
@@ -146,6 +169,9 @@ def ensure_private_dir(path: str) -> None:
             blocker = os.path.dirname(blocker)
         raise MemoriesError("invalid_argument", f"cannot create {path}: {blocker} is not a folder") from None
     except OSError as exc:
+        refused = storage_error(exc.errno, path)
+        if refused is not None:  # an existing folder on a read-only disk is not one that "cannot be created"
+            raise refused from None
         raise MemoriesError("invalid_argument", f"cannot create {path}: {exc.strerror}") from None
 
 

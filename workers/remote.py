@@ -28,6 +28,7 @@ from memories.http.retry import Deadline, RetryPolicy
 from memories.models import generation, rerank
 from memories.models.install import InstallProgress, install_model
 from memories.models.remote_embedding import BatchLimit, EmbeddingService, EmbedText, embed_remote
+from memories.paths import storage_error
 from workers.loop import Context, run_worker
 
 THREADS = 20
@@ -55,20 +56,27 @@ def _deadline(seconds: float) -> Deadline:
 
 
 def download_model(request: w.DownloadModel, ctx: Context) -> w.ModelInstalled:
-    """Install the manifest's files into ``dest_dir`` with progress in bytes."""
+    """Install the manifest's files into ``dest_dir`` with progress in bytes; a full or read-only disk there is
+    ``disk_full`` or ``home_read_only`` naming the folder (the partial files stay, so a run later resumes)."""
 
     def progress(event: InstallProgress) -> None:
         ctx.progress(event.bytes_done, event.bytes_total, "bytes", note=event.note)
 
-    report = install_model(
-        request.manifest,
-        Path(request.dest_dir),
-        base_url=request.base_url,
-        from_dir=Path(request.from_dir) if request.from_dir else None,
-        http_config=request.http,
-        progress=progress,
-        cancelled=ctx.cancelled,
-    )
+    try:
+        report = install_model(
+            request.manifest,
+            Path(request.dest_dir),
+            base_url=request.base_url,
+            from_dir=Path(request.from_dir) if request.from_dir else None,
+            http_config=request.http,
+            progress=progress,
+            cancelled=ctx.cancelled,
+        )
+    except OSError as exc:
+        refused = storage_error(exc.errno, request.dest_dir)
+        if refused is None:
+            raise
+        raise refused from None
     return w.ModelInstalled(files=report.files)
 
 

@@ -59,7 +59,13 @@ def ingest(
         recursive=recursive,
         exclude=list(exclude),
     )
-    document, warnings = session.call(request, progress=True)
+    try:
+        document, warnings = session.call(request, progress=True)
+    except MemoriesError as exc:
+        if exc.code not in ("disk_full", "home_read_only") or not exc.details.get("stored"):
+            raise
+        session.fail(exc)  # the disk stopped the ingest after some cards went in: they are kept
+        return EXIT_PARTIAL
 
     def human(document: dict) -> None:
         counts: dict[str, int] = {}

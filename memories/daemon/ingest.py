@@ -50,6 +50,10 @@ PARSE_CHARS = 8 * 1024 * 1024
 """Most note text (code points) sent to the index worker in one parse call: a call holds at most :data:`STEP_FILES`
 notes, and stops growing once its notes reach this size (a note is at most 2 MiB)."""
 
+STORAGE_CODES = frozenset({"disk_full", "home_read_only"})
+"""Failures of the home's disk, not of one file: an ingest stops at the first one (every later file would fail the
+same way, each with its own line), keeping the cards it stored."""
+
 TEXT_SUFFIXES = frozenset({".md", ".markdown", ".txt"})
 
 _BINARY_SUFFIXES = frozenset(  # documents, images, archives, executables, databases, media
@@ -191,6 +195,10 @@ class Ingest:
                         await self._ingest_batch(run, vault, batch, request.title)
                         batch, notes, size = [], 0, 0
                 await self._ingest_batch(run, vault, batch, request.title)
+            except MemoriesError as exc:
+                if exc.code not in STORAGE_CODES:
+                    raise
+                raise _stopped_by_storage(exc, run) from None
             finally:  # also when the job is cut mid-step: the cards stored so far are a change of the vault
                 if run.step_changed:
                     self._epochs.bump(vault.id)
@@ -260,6 +268,8 @@ class Ingest:
         try:
             stored = await self._store.store_card(vault, note.path, candidate.source, note.title, note.body, note.tags)
         except MemoriesError as exc:
+            if exc.code in STORAGE_CODES:  # no later file would go in either: the job stops here
+                raise
             return _refused(candidate, exc.code, exc.message), False
         except Exception as exc:  # a bug one file ran into: that file is refused, the others still go in
             log_failure(log, "ingest: one file failed", exc)  # its type only: a path can say what a note is
@@ -381,6 +391,18 @@ def _read_text(candidate: _Candidate) -> tuple[str, str]:
     except UnicodeDecodeError as exc:
         raise _unsupported(path, f"it is not valid UTF-8 (byte {exc.start})") from None
     return os.path.realpath(path), text
+
+
+def _stopped_by_storage(exc: MemoriesError, run: _Run) -> MemoriesError:
+    """``exc`` (``disk_full``, ``home_read_only``) as the ingest's failure: how far it got, and the cards it stored
+    (``details.stored``, as for a cut ingest; they are kept)."""
+    stored = len(run.stored)
+    return MemoriesError(
+        exc.code,
+        f"{exc.message}; the ingest stopped after {run.done:,} of {run.total:,} files, with "
+        f"{stored:,} card{'' if stored == 1 else 's'} stored (kept; run the ingest again to go on)",
+        {**exc.details, "done": run.done, "total": run.total, "stored": run.stored},
+    )
 
 
 def _refused(candidate: _Candidate, code: str, message: str) -> p.IngestResult:

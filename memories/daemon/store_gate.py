@@ -9,6 +9,7 @@ store (grants, the sync engine) run it through :meth:`StoreGate.run`.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -43,8 +44,19 @@ class StoreGate:
         self._limiter = trio.CapacityLimiter(1)
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run a blocking store call in a thread, one at a time."""
-        return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
+        """Run a blocking store call in a thread, one at a time.
+
+        Raises:
+            MemoriesError: ``disk_full`` and ``home_read_only`` for what the disk refused
+                (:meth:`~memories.vault.store.Store.storage_error`), and the call's own errors.
+        """
+        try:
+            return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
+        except (sqlite3.Error, OSError) as exc:
+            refused = self._records.store.storage_error(exc)
+            if refused is None:
+                raise
+            raise refused from None
 
     def exclusive(self) -> trio.CapacityLimiter:
         """``async with gate.exclusive():`` — no store call runs meanwhile (lock)."""

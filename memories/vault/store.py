@@ -16,12 +16,19 @@ All methods are blocking; the daemon calls them from one worker thread at a time
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
+
+from memories.errors import MemoriesError
+from memories.paths import storage_error
+
+_SQLITE_READONLY = 8
+_SQLITE_FULL = 13  # SQLite result codes (sqlite.org/rescode.html)
 
 FORMAT = 2
 """The store format, kept in SQLite's ``user_version``. Format 1 (releases 0.1 and 0.2, ``user_version`` 0) had a
@@ -162,6 +169,7 @@ class Store:
     def __init__(self, path: Path) -> None:
         path.touch(mode=0o600, exist_ok=True)
         self._path = path
+        self._path = path
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         for pragma in (
             "journal_mode = WAL",
@@ -194,6 +202,26 @@ class Store:
     def close(self) -> None:
         """Close the connection (daemon shutdown)."""
         self._db.close()
+
+    def storage_error(self, exc: BaseException) -> MemoriesError | None:
+        """What a failed store call means when the disk, not the call, failed: ``disk_full`` for SQLite's full
+        database or disk (``SQLITE_FULL``: no space, a quota, or ``max_page_count``) and for ``ENOSPC``/``EDQUOT``,
+        ``home_read_only`` for ``SQLITE_READONLY`` and ``EROFS``, each naming the home's folder; ``None`` for
+        anything else (a bug, reported as such). SQLite reports ``ENOSPC`` as ``SQLITE_FULL`` (os_unix.c)."""
+        folder = str(self._path.parent)
+        if isinstance(exc, sqlite3.Error):
+            primary = getattr(exc, "sqlite_errorcode", -1) & 0xFF  # extended result codes keep the primary in 8 bits
+            if primary == _SQLITE_FULL:
+                return storage_error(errno.ENOSPC, folder)
+            if primary == _SQLITE_READONLY:
+                return MemoriesError(
+                    "home_read_only",
+                    f"the database in {folder} cannot be written (its file system was made read-only, or the file "
+                    "was): nothing was changed",
+                    {"folder": folder},
+                )
+            return None
+        return storage_error(exc.errno, folder) if isinstance(exc, OSError) else None
 
     # -- settings ------------------------------------------------------------------------------------------
 
@@ -425,4 +453,17 @@ class _Transaction:
         self._db.execute("BEGIN IMMEDIATE")
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        self._db.execute("COMMIT" if exc_type is None else "ROLLBACK")
+        if exc_type is None:
+            try:
+                self._db.execute("COMMIT")
+            except sqlite3.Error:  # a full disk can fail the commit itself: the transaction is still open
+                self._rollback()
+                raise
+        else:
+            self._rollback()
+
+    def _rollback(self) -> None:
+        """``ROLLBACK`` if a transaction is still open: SQLite rolls one back itself after some errors (a full disk),
+        and a ``ROLLBACK`` then would raise "no transaction is active" in place of the error that matters."""
+        if self._db.in_transaction:
+            self._db.execute("ROLLBACK")
