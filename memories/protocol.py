@@ -1080,7 +1080,8 @@ class ToolStatusReport(_Message):
 
 class SyncBadFile(msgspec.Struct):
     """A payload file a pull could not import: ``reason`` ``truncated``, ``tampered`` (an ``integrity_error``),
-    ``other_key``, ``not_a_payload`` or ``other_revision`` (named after another revision than it holds);
+    ``other_key``, ``not_a_payload``, ``other_revision`` (named after another revision than it holds) or
+    ``invalid`` (authentic, but it breaks a rule of the vault: ids, depth, time, title, metadata or body);
     ``pending`` while it may still be arriving (retried when it changes)."""
 
     file: str

@@ -257,6 +257,9 @@ class Sync:
                 if revision.id not in known:
                     arrived[revision.id] = revision
             merged = self._exchange.merge(vault, list(arrived.values()))
+            for name, seen in files.items():
+                if seen.revision_id in merged.invalid:  # it breaks a rule of the vault: bad, whatever comes later
+                    files[name] = msgspec.structs.replace(seen, reason="invalid")
             devices, problems = self._devices(folder, keys)
         skipped.extend(problems)
         in_folder = {seen.revision_id for seen in files.values() if seen.revision_id is not None}
@@ -270,7 +273,7 @@ class Sync:
             imported=merged.imported,
             conflicts=merged.conflicts,
             bad=[
-                BadFile(name, seen.reason, seen.unchanged == 0)
+                BadFile(name, seen.reason, seen.unchanged == 0 and seen.reason != "invalid")
                 for name, seen in sorted(files.items())
                 if seen.reason is not None
             ],

@@ -36,11 +36,13 @@ _CHECK_BYTES = 8
 _PREFIX = len(MAGIC) + _CHECK_BYTES + 8
 VAULT_FILE_FORMAT = 1
 
-BadReason = Literal["truncated", "tampered", "other_key", "not_a_payload", "other_revision"]
+BadReason = Literal["truncated", "tampered", "other_key", "not_a_payload", "other_revision", "invalid"]
 """Why a payload file was not imported: ``truncated`` (shorter than it says: perhaps still arriving), ``tampered``
 (changed after it was written: ``integrity_error``), ``other_key`` (sealed under another vault's key, or another
 vault's), ``not_a_payload`` (not a Memories payload at all), ``other_revision`` (named after one revision, it holds
-another: a wrong copy, which the device that has the named revision rewrites on its next push)."""
+another: a wrong copy, which the device that has the named revision rewrites on its next push), ``invalid``
+(authentic, but it breaks a rule every revision keeps, :mod:`memories.vault.rules`: its ids, depth, time, title,
+metadata or body; never imported)."""
 
 
 class BadPayload(Exception):

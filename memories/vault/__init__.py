@@ -10,7 +10,7 @@ imports neither the client protocol nor the worker protocol, and hands out its o
     heads.py         the revision graph and each vault's sealed head set
     merge.py         the pure merge of revision graphs (sync)
     catalog.py       decrypted headers while unlocked, eligibility (R-01, R-02), damaged records
-    rules.py         names, titles, metadata, bodies, ids
+    rules.py         names, titles, metadata, bodies, ids, a revision's place: for writes and imports alike
     records.py       create, read, update, delete, move: one transaction each
     cards.py         ingested files' cards
     vaults.py        vault rows: create, adopt, rename, policy, delete

@@ -1,23 +1,37 @@
 """What a sync imports and exports: sealed revisions as the store holds them, and their merge by the revision graph.
 
-The exchange never decrypts a field except a deletion's list of erased ids: revisions travel sealed under the
-vault key, identified by their ids (:func:`memories.crypto.revision_id`). The pure merge is
+Revisions travel sealed under the vault key, identified by their ids (:func:`memories.crypto.revision_id`). Whoever
+knows the sync passphrase can seal one, so an imported revision keeps the rules a local write keeps
+(:mod:`memories.vault.rules`: record and parent ids, depth, time, title, metadata, origin, body, a deletion's
+erased ids) before it is stored; its fields are decrypted for that check only. One that breaks a rule is
+*invalid*: never stored, and it never keeps the others from being imported (nor does a revision the database
+refuses: the records of such a merge are then stored one transaction each). The pure merge is
 :mod:`memories.vault.merge`.
 """
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 from typing import NamedTuple
 
 import msgspec
 
 from memories import crypto
+from memories.errors import MemoriesError
 from memories.vault.catalog import Catalog
 from memories.vault.heads import Head, Heads, is_live
 from memories.vault.keys import Keyring
 from memories.vault.merge import Node, merge_record
-from memories.vault.sealing import erased_by, is_authentic, place, row
+from memories.vault.rules import check_erased, check_header, check_place, decode_body
+from memories.vault.sealing import RecordHeader, erased_by, is_authentic, place, row
 from memories.vault.store import RevisionRow, Store, VaultRow
+
+log = logging.getLogger("memories.sync")
+
+_REFUSED = (sqlite3.IntegrityError, sqlite3.DataError, sqlite3.InterfaceError, OverflowError)
+"""What the database raises for a row it will not store (a constraint, a value out of its range); a full disk or a
+failing file (``OperationalError``) is not the revision's fault and ends the merge."""
 
 
 class Revision(msgspec.Struct, frozen=True):
@@ -32,13 +46,15 @@ class Revision(msgspec.Struct, frozen=True):
 
 
 class Merged(NamedTuple):
-    """What :meth:`Exchange.merge` did: revisions imported, records changed, records now in conflict, and revision
-    ids whose parents have not arrived yet (left for a later pull)."""
+    """What :meth:`Exchange.merge` did: revisions imported, records changed, records now in conflict, revision ids
+    whose parents have not arrived yet (left for a later pull), and revision id -> the rule it breaks for each one
+    not imported because it is invalid."""
 
     imported: int
     changed: list[str]
     conflicts: list[str]
     waiting: list[str]
+    invalid: dict[str, str]
 
 
 class Exchange:
@@ -58,35 +74,76 @@ class Exchange:
     def merge(self, vault: VaultRow, revisions: list[Revision]) -> Merged:
         """Merge authenticated revisions read from a sync folder by the revision graph (:mod:`memories.vault.merge`),
         in one transaction: revisions added, those a deletion erased erased, every touched record's heads
-        replaced. Nothing changes when nothing is new.
+        replaced. A revision that breaks a rule (:func:`broken_rule`, and the depth rule of the merge) is left out
+        and reported in ``invalid``; when the database refuses the transaction, each record is stored in one of
+        its own and the revisions of a record it still refuses are reported invalid. Nothing changes when nothing
+        is new.
 
         Raises:
             MemoriesError: ``vault_locked``, ``integrity_error`` (the head set, or a stored deletion).
         """
         key = self._keys.vault_key(vault)
         self._heads.of(vault, key)
+        invalid: dict[str, str] = {}
         incoming: dict[str, list[Revision]] = {}
         for revision in revisions:
-            incoming.setdefault(revision.place.record_id, []).append(revision)
-        changed: dict[str, list[Head]] = {}
-        add: list[RevisionRow] = []
-        erase: list[str] = []
+            rule = broken_rule(key, revision)
+            if rule is not None:
+                invalid[revision.id] = rule
+            else:
+                incoming.setdefault(revision.place.record_id, []).append(revision)
+        changes: dict[str, tuple[list[Head], list[RevisionRow], set[str]]] = {}
         waiting: list[str] = []
         for record_id, arrived in incoming.items():
             stored = {r.id: _node(key, vault, r) for r in self._store.revisions(vault.id, record_id)}
             rows = {r.id: row(r.place, r.header, r.body) for r in arrived}
             merged = merge_record(stored, [_node(key, vault, r) for r in rows.values()])
             waiting.extend(node.id for node in merged.waiting)
-            if not merged.changed:
-                continue
-            add.extend(rows[node.id] for node in merged.add)
-            erase.extend(merged.erase)
-            changed[record_id] = [Head(node.id, node.revision, node.deleted) for node in merged.heads]
-        if changed:
-            self._heads.commit(vault, key, changed, add, erase)
+            invalid.update((node.id, "the depth is not 1 + the deepest parent's") for node in merged.invalid)
+            if merged.changed:
+                heads = [Head(node.id, node.revision, node.deleted) for node in merged.heads]
+                changes[record_id] = (heads, [rows[node.id] for node in merged.add], merged.erase)
+        committed = self._commit(vault, key, changes, invalid)
+        if committed:
             self._catalog.reload(vault)
+        for revision_id, rule in sorted(invalid.items()):
+            log.warning("vault %s: revision %s from the sync folder is invalid: %s", vault.id, revision_id[:16], rule)
         conflicts = sorted(rid for rid, h in self._heads.of(vault, key).records.items() if len(h) > 1 and is_live(h))
-        return Merged(len(add), sorted(changed), conflicts, waiting)
+        imported = sum(len(changes[record_id][1]) for record_id in committed)
+        return Merged(imported, sorted(committed), conflicts, waiting, invalid)
+
+    def _commit(
+        self,
+        vault: VaultRow,
+        key: bytes,
+        changes: dict[str, tuple[list[Head], list[RevisionRow], set[str]]],
+        invalid: dict[str, str],
+    ) -> list[str]:
+        """Store ``changes`` (record id -> its heads, rows to add, ids to erase) in one transaction, or, when the
+        database refuses it, one transaction per record; returns the records stored, and adds the revisions of
+        a record refused alone to ``invalid``."""
+        if not changes:
+            return []
+        try:
+            self._heads.commit(
+                vault,
+                key,
+                {record_id: heads for record_id, (heads, _, _) in changes.items()},
+                [added for _, add, _ in changes.values() for added in add],
+                [erased for _, _, erase in changes.values() for erased in erase],
+            )
+            return list(changes)
+        except _REFUSED:
+            log.warning("vault %s: the database refused a merge; storing its records one by one", vault.id)
+        committed = []
+        for record_id, (heads, add, erase) in changes.items():
+            try:
+                self._heads.commit(vault, key, {record_id: heads}, add, list(erase))
+            except _REFUSED as exc:
+                invalid.update((added.id, f"the database refused it ({type(exc).__name__})") for added in add)
+                continue
+            committed.append(record_id)
+        return committed
 
     def sync_index(self, vault: VaultRow) -> tuple[set[str], set[str]]:
         """``(ids of every stored revision, ids every stored deletion erased)``: what a push writes and removes.
@@ -115,3 +172,27 @@ def _node(key: bytes, vault: VaultRow, revision: RevisionRow) -> Node:
     if not revision.deleted:
         return Node(revision.id, revision.revision, revision.parents)
     return Node(revision.id, revision.revision, revision.parents, True, frozenset(erased_by(key, vault, revision)))
+
+
+def broken_rule(key: bytes, revision: Revision) -> str | None:
+    """The rule of :mod:`memories.vault.rules` that an authenticated revision from a sync folder breaks (its place,
+    then its decrypted fields), or ``None``. The depth against the parents is the merge's to check (they may not
+    be here yet)."""
+    try:
+        check_place(revision.place)
+        header, body = (
+            crypto.open_sealed(key, sealed, crypto.record_aad(revision.place, field))
+            for field, sealed in (("header", revision.header), ("body", revision.body))
+        )
+        if revision.place.deleted:
+            if header:
+                return "a deletion has a header"
+            check_erased(msgspec.msgpack.decode(body, type=list[str]))
+        else:
+            check_header(msgspec.msgpack.decode(header, type=RecordHeader))
+            decode_body(body)
+    except MemoriesError as exc:
+        return exc.message
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return "a field cannot be decoded"
+    return None

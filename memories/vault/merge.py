@@ -9,13 +9,22 @@ imported again. A revision made against a deleted record (its parents erased by 
 from) is an edit against a delete: kept beside the deletion, a conflict, never silently lost or resurrected. A
 record whose every head is a deletion is deleted.
 
-Pure functions over ids: the callers authenticate revisions and read deletion lists first.
+A revision's depth must be 1 + its deepest parent's (:func:`memories.vault.rules.check_depth`, the rule local writes
+keep): it is checked when its parents are here, so a revision waiting for them is checked when they arrive, and a
+deletion whose erased parents never arrive is held to the parents that are here. One that breaks it is
+``invalid``: never added.
+
+Pure functions over ids: the callers authenticate revisions, check the rest of the rules and read deletion lists
+first.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import NamedTuple
+
+from memories.errors import MemoriesError
+from memories.vault.rules import check_depth
 
 
 class Node(NamedTuple):
@@ -33,13 +42,14 @@ class RecordMerge(NamedTuple):
     """The outcome for one record: ``add``, the incoming revisions to store (parents before children); ``erase``,
     stored revision ids to erase; ``heads``, the record's heads afterwards (deletions included); ``waiting``,
     incoming revisions whose parents are not here yet (left for a later pull); ``dropped``, incoming revisions a
-    deletion already erased."""
+    deletion already erased; ``invalid``, incoming revisions whose depth is not 1 + their deepest parent's."""
 
     add: list[Node]
     erase: set[str]
     heads: list[Node]
     waiting: list[Node]
     dropped: list[Node]
+    invalid: list[Node]
 
     @property
     def changed(self) -> bool:
@@ -74,27 +84,44 @@ def merge_record(stored: dict[str, Node], incoming: Iterable[Node]) -> RecordMer
         {node.id: node for node in incoming if node.id not in stored}.values(), key=lambda n: (n.revision, n.id)
     )
     added: dict[str, Node] = {}
+    invalid: dict[str, Node] = {}
     progress = True
     while progress:
         progress = False
         for node in pending:
-            if node.id in added or (not node.deleted and node.id in erased):
+            if node.id in added or node.id in invalid or (not node.deleted and node.id in erased):
                 continue
             if all(
                 parent in stored or parent in added or parent in erased or parent in node.deletes
                 for parent in node.parents
             ):
+                if not _deep_enough(node, stored, added):
+                    invalid[node.id] = node
+                    continue
                 added[node.id] = node
                 if node.deleted:
                     erased |= node.deletes
                 progress = True
     # A deletion added late in the loop may erase a revision added before it.
     add = [node for node in added.values() if node.deleted or node.id not in erased]
-    dropped = [node for node in pending if not node.deleted and node.id in erased]
-    waiting = [node for node in pending if node.id not in added and node not in dropped]
+    dropped = [node for node in pending if not node.deleted and node.id in erased and node.id not in invalid]
+    waiting = [node for node in pending if node.id not in added and node.id not in invalid and node not in dropped]
     erase = {node_id for node_id, node in stored.items() if not node.deleted and node_id in erased}
     live = [node for node in [*stored.values(), *add] if node.deleted or node.id not in erased]
-    return RecordMerge(add, erase, heads(live), waiting, dropped)
+    return RecordMerge(add, erase, heads(live), waiting, dropped, list(invalid.values()))
+
+
+def _deep_enough(node: Node, stored: dict[str, Node], added: dict[str, Node]) -> bool:
+    """The node's depth keeps the rule against the parents that are here (every one, unless a deletion erased
+    some)."""
+    depths = [
+        (stored.get(parent) or added[parent]).revision for parent in node.parents if parent in stored or parent in added
+    ]
+    try:
+        check_depth(node.revision, depths, every_parent=len(depths) == len(node.parents))
+    except MemoriesError:
+        return False
+    return True
 
 
 def is_deleted(record_heads: list[Node]) -> bool:

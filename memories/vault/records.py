@@ -17,7 +17,7 @@ from memories.errors import MemoriesError
 from memories.vault.catalog import Catalog, CatalogEntry
 from memories.vault.heads import Head, Heads, chosen_head, not_found, seal_heads
 from memories.vault.keys import Keyring
-from memories.vault.rules import check_meta, check_title, decode_body, new_id
+from memories.vault.rules import check_depth, check_header, check_place, decode_body, new_id
 from memories.vault.sealing import Origin, RecordHeader, is_eligible, open_field, open_header, rolled_back, seal
 from memories.vault.store import RevisionRow, Store, VaultRow, Write
 from memories.vault.views import Conflict, OpenedRevision, RecordKind, Sensitivity
@@ -53,7 +53,7 @@ class Records:
             MemoriesError: ``body_too_large``, ``invalid_utf8``, ``invalid_argument`` (title, metadata),
                 ``vault_locked``, ``integrity_error`` (the vault's head set).
         """
-        header = RecordHeader(kind, sensitivity, check_title(title), check_meta(meta), origin)
+        header = check_header(RecordHeader(kind, sensitivity, title, dict(meta), origin))
         text = decode_body(body)
         key = self._keys.vault_key(vault)
         heads = self._heads.of(vault, key)
@@ -94,10 +94,11 @@ class Records:
         new_header = RecordHeader(
             header.kind,
             sensitivity or header.sensitivity,
-            check_title(title) if title is not None else header.title,
-            check_meta(meta) if meta is not None else header.meta,
+            title if title is not None else header.title,
+            dict(meta) if meta is not None else header.meta,
             origin or header.origin,
         )
+        check_header(new_header)
         text = decode_body(body) if body is not None else old_body
         return record_id, self._write(vault, key, record_id, heads, new_header, text)
 
@@ -227,6 +228,7 @@ class Records:
             True,
             time.time(),
         )
+        check_depth(check_place(place).revision, [head.revision for head in heads])
         return seal(key, place, b"", msgspec.msgpack.encode(erased)), erased
 
     def _write(
@@ -242,6 +244,7 @@ class Records:
             False,
             time.time(),
         )
+        check_depth(check_place(place).revision, [parent.revision for parent in parents])
         row = seal(key, place, header, body.encode("utf-8"))
         head = Head(row.id, row.revision)
         self._heads.of(vault, key)

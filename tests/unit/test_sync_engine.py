@@ -3,17 +3,22 @@ and their copies, deletions and edits against them, partial and bad files, an em
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
+import sqlite3
 from pathlib import Path
 
+import msgspec
 import pytest
 
+from memories import crypto
 from memories.config import CryptoConfig
 from memories.errors import MemoriesError
 from memories.sync.engine import Sync
 from memories.sync.folder import SYMLINK
 from memories.sync.payload import PayloadKeys
+from memories.vault.exchange import Revision
 from memories.vault.record_store import RecordStore
 
 PASSPHRASE = "correct horse battery staple"
@@ -289,3 +294,120 @@ def test_a_failure_of_the_folder_is_sync_folder_error(pair: tuple[Device, Device
     with pytest.raises(MemoriesError) as caught:
         a.push()  # renaming the payload over a folder: EISDIR
     assert caught.value.code == "sync_folder_error" and str(folder) in caught.value.message
+
+
+class Forger:
+    """A peer that knows the sync passphrase and seals revisions that Memories would never write (issue 21 item 2):
+    each payload is authentic, so only the vault's rules can refuse it."""
+
+    def __init__(self, device: Device, folder: Path) -> None:
+        self.vault = device.vault()
+        self.key = device.keys.vault_key(self.vault)
+        self.folder = folder
+
+    def revision(
+        self,
+        record_id: str = "0123456789abcdef",
+        depth: int = 1,
+        parents: tuple[str, ...] = (),
+        *,
+        created: float = 1_780_000_000.0,
+        header: object = None,
+        body: bytes = b"a body",
+        deleted: bool = False,
+    ) -> Revision:
+        place = crypto.RevisionPlace(self.vault.id, record_id, depth, parents, deleted, created)
+        if header is None:
+            header = b"" if deleted else {"kind": "memory", "sensitivity": "general", "title": "T", "meta": {}}
+        plain = header if isinstance(header, bytes) else msgspec.msgpack.encode(header)
+        sealed_header = crypto.seal(self.key, plain, crypto.record_aad(place, "header"))
+        sealed_body = crypto.seal(self.key, body, crypto.record_aad(place, "body"))
+        return Revision(crypto.revision_id(place, sealed_header, sealed_body), place, sealed_header, sealed_body)
+
+    def put(self, revision: Revision) -> str:
+        """Write the revision's payload into the folder; returns its file name."""
+        name = f"{revision.id}.rev"
+        (self.folder / "payloads" / name).write_bytes(PayloadKeys(self.vault.id, self.key).seal(revision))
+        return name
+
+
+def test_revisions_from_the_sync_folder_keep_the_local_rules_and_a_bad_one_blocks_nothing(
+    pair: tuple[Device, Device, Path],
+) -> None:
+    """A peer sealed a metadata key holding OSC 52 and CSI escapes, a record id of 2,000 characters with colours,
+    `created = NaN` (every later pull failed with internal_error), `created = inf` (memory read crashed) and a depth
+    of 2**62 (it wins every conflict). Each is `bad` (`invalid`); the rest of the pull is imported."""
+    a, b, folder = pair
+    kept = a.add("kept")
+    a.push()
+    assert b.pull().imported == 1
+    parent = b.records.read(b.vault(), kept, None).revision_id
+    forge = Forger(a, folder)
+    meta = {
+        "kind": "memory",
+        "sensitivity": "general",
+        "title": "T",
+        "meta": {"x\x1b]52;c;cm0gLXJmIH4K\x07\x1b[2J": "v"},
+    }
+    hostile = {
+        "metadata key": forge.revision(header=meta),
+        "record id": forge.revision(record_id="\x1b[31m" + "a" * 2000),
+        "created NaN": forge.revision(record_id="1" * 16, created=math.nan),
+        "created inf": forge.revision(record_id="2" * 16, created=math.inf),
+        "depth 2**62": forge.revision(kept, 2**62, (parent,)),
+        "depth not 1 + parent's": forge.revision(kept, 5, (parent,)),
+        "blank title": forge.revision("3" * 16, header={**meta, "title": " ", "meta": {}}),
+        "body not UTF-8": forge.revision("4" * 16, body=b"\xff\xfe"),
+        "unsorted parents": forge.revision(kept, 2, ("f" * 64, parent)),
+        "deletion at NaN": forge.revision("5" * 16, 2, ("e" * 64,), created=math.nan, deleted=True,
+                                          body=msgspec.msgpack.encode(["e" * 64])),
+        "deletion too deep": forge.revision("6" * 16, 2**40, ("d" * 64,), deleted=True,
+                                            body=msgspec.msgpack.encode(["d" * 64])),
+    }  # fmt: skip
+    names = {what: forge.put(revision) for what, revision in hostile.items()}
+    edit = forge.revision(kept, 2, (parent,), body=b"an edit from the peer")
+    forge.put(edit)
+    deletion = forge.revision("7" * 16, 2, ("c" * 64,), deleted=True, body=msgspec.msgpack.encode(["c" * 64]))
+    forge.put(deletion)  # its erased parent never arrives: kept at once, checked for the rest
+
+    state = b.pull()
+    assert sorted((bad.file, bad.reason, bad.pending) for bad in state.bad) == sorted(
+        (name, "invalid", False) for name in names.values()
+    )
+    assert state.imported == 2 and b.body(kept) == "an edit from the peer" and b.ids() == {kept}
+    stored = {
+        record: len(b.store.revisions(b.vault().id, record)) for record in ("1" * 16, "5" * 16, "6" * 16, "7" * 16)
+    }
+    assert stored == {"1" * 16: 0, "5" * 16: 0, "6" * 16: 0, "7" * 16: 1}
+    again = b.pull()  # nothing blocks a later pull either
+    assert again.imported == 0 and len(again.bad) == len(hostile)
+
+
+def test_a_waiting_revision_is_checked_when_its_parents_arrive(pair: tuple[Device, Device, Path]) -> None:
+    a, b, folder = pair
+    forge = Forger(a, folder)
+    root = forge.revision("8" * 16)
+    child = forge.revision("8" * 16, 3, (root.id,))  # its parent is at depth 1: it must be 2
+    child_file = forge.put(child)
+    state = b.pull()
+    assert state.waiting == 1 and state.bad == []
+    forge.put(root)
+    state = b.pull()
+    assert [(bad.file, bad.reason) for bad in state.bad] == [(child_file, "invalid")]
+    assert state.waiting == 0 and state.imported == 1 and b.ids() == {"8" * 16}
+
+
+def test_a_revision_the_database_refuses_blocks_only_its_own_record(pair: tuple[Device, Device, Path]) -> None:
+    """Database errors are caught per record, not per pull: one the store refuses (here a trigger on the real
+    SQLite file) leaves the others imported."""
+    a, b, _ = pair
+    refused, accepted = a.add("refused"), a.add("accepted")
+    a.push()
+    with sqlite3.connect(b.home / "memories.db") as db:
+        db.execute(
+            f"CREATE TRIGGER refuse BEFORE INSERT ON revisions WHEN NEW.record_id = '{refused}' "
+            "BEGIN SELECT RAISE(ABORT, 'refused by the test'); END"
+        )
+    state = b.pull()
+    assert b.ids() == {accepted} and state.imported == 1
+    assert [bad.reason for bad in state.bad] == ["invalid"]
