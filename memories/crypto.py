@@ -7,6 +7,7 @@
     master key ──AES-256-GCM wrap, AAD = (vault id, device-only policy, name)──▶ vault data key (random, 32 bytes)
     vault data key ──AES-256-GCM, AAD = (vault id, record id, revision, parents, deletion, time, field)──▶ field
     vault data key ──AES-256-GCM, AAD = (vault id)──▶ the vault's head set
+    vault data key ──HKDF-SHA256(info)──▶ keys of one use: sync payloads, sealed vectors, vector row ids
 
 A revision's id is the SHA-256 of its sealed form (:func:`revision_id`): the clear fields bound by the
 associated data and both field ciphertexts, so the id names exactly one sealed revision and its place in the
@@ -21,12 +22,15 @@ AES-GCM with 96-bit random nonces is NIST SP 800-38D (safe far beyond any person
 from __future__ import annotations
 
 import hashlib
+import hmac
 import os
 
 import msgspec
 from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.argon2 import Argon2id
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from memories.errors import MemoriesError
 
@@ -100,6 +104,18 @@ def derive_kek(passphrase: str, params: KdfParams) -> bytes:
 def new_key() -> bytes:
     """A random 32-byte AES-256 key."""
     return AESGCM.generate_key(bit_length=256)
+
+
+def derive_key(key: bytes, info: bytes) -> bytes:
+    """A 32-byte key of one use derived from ``key`` with HKDF-SHA256 (RFC 5869, no salt: ``key`` is already
+    uniformly random); ``info`` names the use, so keys of two uses are independent."""
+    return HKDF(algorithm=hashes.SHA256(), length=KEY_BYTES, salt=None, info=info).derive(key)
+
+
+def keyed_id(key: bytes, value: str) -> str:
+    """HMAC-SHA256 of ``value`` (UTF-8) under ``key``, as 32 hex digits (128 bits): an id that tells nothing about
+    ``value`` without the key and is the same for the same value (a sealed vector row's id)."""
+    return hmac.new(key, value.encode("utf-8"), hashlib.sha256).hexdigest()[:32]
 
 
 def seal(key: bytes, plaintext: bytes, aad: bytes) -> bytes:
@@ -186,6 +202,12 @@ def heads_aad(vault_id: str) -> bytes:
     """Associated data of a vault's sealed head set (bound to the vault id, so one vault's set cannot replace
     another's)."""
     return msgspec.msgpack.encode([FORMAT, "heads", vault_id])
+
+
+def vectors_aad(layout: int, vault_id: str, row_id: str) -> bytes:
+    """Associated data of a sealed vector row (:mod:`memories.vault.vectors`): bound to the rows' layout version, the
+    vault id and the row id, so a blob copied to another row or vault fails authentication."""
+    return msgspec.msgpack.encode([FORMAT, "vectors", layout, vault_id, row_id])
 
 
 def grant_terms_aad(grant_id: str, token_hash: bytes) -> bytes:

@@ -51,6 +51,8 @@ CODES: dict[str, str] = {
     "record_not_found": "No record (or revision) has that id in this vault.",
     "ambiguous_revision": "Several revisions of the record have that number (made on different devices); use one of "
     "the revision ids listed.",
+    "home_too_new": "The home was written by a newer release of Memories (a store format this one does not know); "
+    "upgrade Memories to open it.",
     "integrity_error": "Stored ciphertext failed authentication; it was changed, moved or corrupted.",
     "body_too_large": "The body exceeds the largest accepted size.",
     "invalid_utf8": "The body is not valid UTF-8 text.",

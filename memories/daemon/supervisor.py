@@ -66,6 +66,7 @@ from memories.paths import Home, ensure_private_dir
 from memories.sync.engine import Sync
 from memories.testing import TestHooks, grant_clock
 from memories.vault.record_store import RecordStore
+from memories.vault.store import FORMAT
 
 log = logging.getLogger("memories.daemon")
 
@@ -356,7 +357,7 @@ class Daemon:
         if self.store.locked:
             backup = await self.store.unlock(request.passphrase)
             if backup is not None:
-                log.info("upgraded the store to format 2")
+                log.info("upgraded the store to format %d", FORMAT)
                 ctx.warn(
                     f"the store was upgraded to the format of this release; the previous file is kept at {backup} "
                     "(remove it once all is well: it still holds what you delete from now on)"

@@ -24,8 +24,6 @@ import hashlib
 from typing import Literal
 
 import msgspec
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from memories import crypto
 from memories.errors import MemoriesError
@@ -64,8 +62,8 @@ class PayloadKeys:
     def __init__(self, vault_id: str, vault_key: bytes) -> None:
         self.vault_id = vault_id
         self.vault_key = vault_key
-        self._key = _hkdf(vault_key, b"memories/v1 sync payload key " + vault_id.encode())
-        self.check = _hkdf(vault_key, b"memories/v1 sync key check " + vault_id.encode())[:_CHECK_BYTES]
+        self._key = crypto.derive_key(vault_key, b"memories/v1 sync payload key " + vault_id.encode())
+        self.check = crypto.derive_key(vault_key, b"memories/v1 sync key check " + vault_id.encode())[:_CHECK_BYTES]
 
     def seal(self, revision: Revision) -> bytes:
         """The payload file of ``revision``."""
@@ -196,7 +194,3 @@ def _sealed_revision(revision: Revision) -> bytes:
 
 def _sync_key_aad(vault_id: str) -> bytes:
     return msgspec.msgpack.encode([crypto.FORMAT, "sync-key", vault_id])
-
-
-def _hkdf(key: bytes, info: bytes) -> bytes:
-    return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=info).derive(key)

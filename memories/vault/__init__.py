@@ -15,7 +15,8 @@ imports neither the client protocol nor the worker protocol, and hands out its o
     cards.py         ingested files' cards
     vaults.py        vault rows: create, adopt, rename, policy, delete
     exchange.py      what sync exports and imports
-    upgrade.py       store format 1 -> 2
+    upgrade.py       store format 1 -> 3
+    vectors.py       each record's embedding vectors, sealed (one row per record)
     record_store.py  RecordStore: the parts built over one file; unlock and lock
     views.py         the view types it returns
 

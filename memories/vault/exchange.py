@@ -20,12 +20,13 @@ import msgspec
 from memories import crypto
 from memories.errors import MemoriesError
 from memories.vault.catalog import Catalog
-from memories.vault.heads import Head, Heads, is_live
+from memories.vault.heads import Head, Heads, chosen_head, is_live
 from memories.vault.keys import Keyring
 from memories.vault.merge import Node, merge_record
 from memories.vault.rules import check_erased, check_header, check_place, decode_body
-from memories.vault.sealing import RecordHeader, erased_by, is_authentic, place, row
+from memories.vault.sealing import RecordHeader, erased_by, is_authentic, is_eligible, open_header, place, row
 from memories.vault.store import RevisionRow, Store, VaultRow
+from memories.vault.vectors import drops
 
 log = logging.getLogger("memories.sync")
 
@@ -74,10 +75,10 @@ class Exchange:
     def merge(self, vault: VaultRow, revisions: list[Revision]) -> Merged:
         """Merge authenticated revisions read from a sync folder by the revision graph (:mod:`memories.vault.merge`),
         in one transaction: revisions added, those a deletion erased erased, every touched record's heads
-        replaced. A revision that breaks a rule (:func:`broken_rule`, and the depth rule of the merge) is left out
-        and reported in ``invalid``; when the database refuses the transaction, each record is stored in one of
-        its own and the revisions of a record it still refuses are reported invalid. Nothing changes when nothing
-        is new.
+        replaced, the vector rows of records it deleted or made unindexed deleted. A revision that breaks a rule
+        (:func:`broken_rule`, and the depth rule of the merge) is left out and reported in ``invalid``; when the
+        database refuses the transaction, each record is stored in one of its own and the revisions of a record it
+        still refuses are reported invalid. Nothing changes when nothing is new.
 
         Raises:
             MemoriesError: ``vault_locked``, ``integrity_error`` (the head set, or a stored deletion).
@@ -94,8 +95,10 @@ class Exchange:
                 incoming.setdefault(revision.place.record_id, []).append(revision)
         changes: dict[str, tuple[list[Head], list[RevisionRow], set[str]]] = {}
         waiting: list[str] = []
+        unindexed: set[str] = set()
         for record_id, arrived in incoming.items():
-            stored = {r.id: _node(key, vault, r) for r in self._store.revisions(vault.id, record_id)}
+            stored_rows = {r.id: r for r in self._store.revisions(vault.id, record_id)}
+            stored = {r.id: _node(key, vault, r) for r in stored_rows.values()}
             rows = {r.id: row(r.place, r.header, r.body) for r in arrived}
             merged = merge_record(stored, [_node(key, vault, r) for r in rows.values()])
             waiting.extend(node.id for node in merged.waiting)
@@ -103,7 +106,9 @@ class Exchange:
             if merged.changed:
                 heads = [Head(node.id, node.revision, node.deleted) for node in merged.heads]
                 changes[record_id] = (heads, [rows[node.id] for node in merged.add], merged.erase)
-        committed = self._commit(vault, key, changes, invalid)
+                if not _indexed(key, vault, heads, {**stored_rows, **rows}):
+                    unindexed.add(record_id)
+        committed = self._commit(vault, key, changes, invalid, unindexed)
         if committed:
             self._catalog.reload(vault)
         for revision_id, rule in sorted(invalid.items()):
@@ -118,10 +123,11 @@ class Exchange:
         key: bytes,
         changes: dict[str, tuple[list[Head], list[RevisionRow], set[str]]],
         invalid: dict[str, str],
+        unindexed: set[str],
     ) -> list[str]:
-        """Store ``changes`` (record id -> its heads, rows to add, ids to erase) in one transaction, or, when the
-        database refuses it, one transaction per record; returns the records stored, and adds the revisions of
-        a record refused alone to ``invalid``."""
+        """Store ``changes`` (record id -> its heads, rows to add, ids to erase) in one transaction, with the vector
+        rows of the ``unindexed`` records deleted, or, when the database refuses it, one transaction per record;
+        returns the records stored, and adds the revisions of a record refused alone to ``invalid``."""
         if not changes:
             return []
         try:
@@ -131,6 +137,7 @@ class Exchange:
                 {record_id: heads for record_id, (heads, _, _) in changes.items()},
                 [added for _, add, _ in changes.values() for added in add],
                 [erased for _, _, erase in changes.values() for erased in erase],
+                drops(key, sorted(unindexed)),
             )
             return list(changes)
         except _REFUSED:
@@ -138,7 +145,8 @@ class Exchange:
         committed = []
         for record_id, (heads, add, erase) in changes.items():
             try:
-                self._heads.commit(vault, key, {record_id: heads}, add, list(erase))
+                drop = drops(key, [record_id] if record_id in unindexed else [])
+                self._heads.commit(vault, key, {record_id: heads}, add, list(erase), drop)
             except _REFUSED as exc:
                 invalid.update((added.id, f"the database refused it ({type(exc).__name__})") for added in add)
                 continue
@@ -165,6 +173,20 @@ class Exchange:
             for r in rows.values()
             if is_authentic(vault, r.record_id, r)
         ]
+
+
+def _indexed(key: bytes, vault: VaultRow, heads: list[Head], rows: dict[str, RevisionRow]) -> bool:
+    """Whether a record with these heads after a merge is still indexed: live, and its chosen head an eligible
+    revision that opens (a deleted, private, unindexed or damaged one has its vectors deleted with the merge)."""
+    if not is_live(heads):
+        return False
+    chosen = rows.get(chosen_head(heads).id)
+    if chosen is None:
+        return False
+    try:
+        return is_eligible(open_header(key, vault, chosen))
+    except MemoriesError:
+        return False
 
 
 def _node(key: bytes, vault: VaultRow, revision: RevisionRow) -> Node:

@@ -126,11 +126,12 @@ class Heads:
         changed: dict[str, list[Head]],
         add: Sequence[RevisionRow] = (),
         erase: Sequence[str] = (),
+        drop_vectors: Sequence[str] = (),
     ) -> None:
-        """Store ``add``, erase the revision ids ``erase`` and give the records ``changed`` their new heads, in one
-        transaction with the new head set."""
+        """Store ``add``, erase the revision ids ``erase``, delete the vector rows ``drop_vectors`` and give the
+        records ``changed`` their new heads, in one transaction with the new head set."""
         heads = self.next(vault, changed)
-        self._store.write(Write(vault.id, seal_heads(key, vault.id, heads), add, erase))
+        self._store.write(Write(vault.id, seal_heads(key, vault.id, heads), add, erase, drop_vectors))
         self._sets[vault.id] = heads
 
     def verified(self, vault: VaultRow, key: bytes, record_id: str, head: Head) -> RevisionRow:

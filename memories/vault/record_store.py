@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from memories.errors import MemoriesError
 from memories.vault.cards import Cards
 from memories.vault.catalog import Catalog
 from memories.vault.exchange import Exchange
@@ -13,6 +14,7 @@ from memories.vault.records import Records
 from memories.vault.store import FORMAT, Store
 from memories.vault.upgrade import upgrade
 from memories.vault.vaults import Vaults
+from memories.vault.vectors import VectorRows
 
 
 class RecordStore:
@@ -29,6 +31,7 @@ class RecordStore:
         records   Records    create, read, update, delete, move
         cards     Cards      ingested files' cards (a card is its file)
         exchange  Exchange   what sync exports and imports
+        vectors   VectorRows each record's embedding vectors, sealed
     """
 
     def __init__(self, path: Path) -> None:
@@ -40,6 +43,7 @@ class RecordStore:
         self.records = Records(self.store, self.keys, self.heads, self.catalog)
         self.cards = Cards(self.records, self.catalog)
         self.exchange = Exchange(self.store, self.keys, self.heads, self.catalog)
+        self.vectors = VectorRows(self.store, self.keys, self.catalog)
 
     def unlock(self, passphrase: str) -> Path | None:
         """Unlock the keyring and, the first time a store of an earlier release is unlocked, upgrade it (a backup
@@ -47,9 +51,17 @@ class RecordStore:
         upgrade, else ``None``.
 
         Raises:
-            MemoriesError: what :meth:`Keyring.unlock` raises (nothing changes); after a failed upgrade the home
-                stays locked and unchanged.
+            MemoriesError: ``home_too_new`` (a store of a later format: nothing is derived or changed); what
+                :meth:`Keyring.unlock` raises (nothing changes); after a failed upgrade the home stays locked and
+                unchanged.
         """
+        if self.store.too_new:
+            raise MemoriesError(
+                "home_too_new",
+                f"this home was written by a newer release of Memories (store format {self.store.format}; this "
+                f"release reads formats up to {FORMAT}): upgrade Memories to open it",
+                {"format": self.store.format, "supported": FORMAT},
+            )
         self.keys.unlock(passphrase)
         if self.store.format == FORMAT:
             return None

@@ -3,7 +3,8 @@
 Every revision is kept. An update's parents are every head of the record (so it also resolves a conflict). Delete
 erases every revision and checkpoints the WAL, leaving only a *deletion* revision (its parents the heads, its sealed
 body the ids it erased): the tombstone a sync carries to other devices. A move seals each revision again under the
-target vault's key and place.
+target vault's key and place. A delete, a move and an update that makes a record private (or of a kind that is not
+indexed) delete its sealed vectors in the same transaction (:mod:`memories.vault.vectors`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from memories.vault.keys import Keyring
 from memories.vault.rules import check_depth, check_header, check_place, decode_body, new_id
 from memories.vault.sealing import Origin, RecordHeader, is_eligible, open_field, open_header, rolled_back, seal
 from memories.vault.store import RevisionRow, Store, VaultRow, Write
+from memories.vault.vectors import drops
 from memories.vault.views import Conflict, OpenedRevision, RecordKind, Sensitivity
 
 
@@ -100,7 +102,8 @@ class Records:
         )
         check_header(new_header)
         text = decode_body(body) if body is not None else old_body
-        return record_id, self._write(vault, key, record_id, heads, new_header, text)
+        drop = [] if is_eligible(new_header) else drops(key, [record_id])
+        return record_id, self._write(vault, key, record_id, heads, new_header, text, drop)
 
     def read(self, vault: VaultRow, record_id: str, revision: int | str | None) -> OpenedRevision:
         """Decrypt one revision: the chosen head by default, else the one of that depth or id (a unique prefix of
@@ -159,7 +162,8 @@ class Records:
         key = self._keys.vault_key(vault)
         heads = self._heads.of_record(vault, key, record_id)
         deletion, erased = self._deletion(vault, key, record_id, heads)
-        self._heads.commit(vault, key, {record_id: [Head(deletion.id, deletion.revision, True)]}, [deletion], erased)
+        changed = {record_id: [Head(deletion.id, deletion.revision, True)]}
+        self._heads.commit(vault, key, changed, [deletion], erased, drops(key, [record_id]))
         self._store.checkpoint()
         self._catalog.remove(vault, record_id)
 
@@ -204,7 +208,7 @@ class Records:
         source_set = self._heads.next(vault, {record_id: [Head(deletion.id, deletion.revision, True)]})
         target_set = self._heads.next(target, {record_id: new_heads})
         self._store.write(
-            Write(vault.id, seal_heads(key, vault.id, source_set), [deletion], erased),
+            Write(vault.id, seal_heads(key, vault.id, source_set), [deletion], erased, drops(key, [record_id])),
             Write(target.id, seal_heads(target_key, target.id, target_set), moved),
         )
         self._heads.replace(vault.id, source_set)
@@ -232,10 +236,17 @@ class Records:
         return seal(key, place, b"", msgspec.msgpack.encode(erased)), erased
 
     def _write(
-        self, vault: VaultRow, key: bytes, record_id: str, parents: list[Head], header: RecordHeader, body: str
+        self,
+        vault: VaultRow,
+        key: bytes,
+        record_id: str,
+        parents: list[Head],
+        header: RecordHeader,
+        body: str,
+        drop_vectors: list[str] | None = None,
     ) -> int:
         """Seal a revision of ``record_id`` with ``parents`` (``[]`` creates the record), make it the record's only
-        head and return its depth."""
+        head (deleting the vector rows ``drop_vectors`` in the same transaction) and return its depth."""
         place = crypto.RevisionPlace(
             vault.id,
             record_id,
@@ -248,7 +259,7 @@ class Records:
         row = seal(key, place, header, body.encode("utf-8"))
         head = Head(row.id, row.revision)
         self._heads.of(vault, key)
-        self._heads.commit(vault, key, {record_id: [head]}, [row])
+        self._heads.commit(vault, key, {record_id: [head]}, [row], drop_vectors=drop_vectors or ())
         self._catalog.put(vault, record_id, CatalogEntry(head.revision, head.id, header))
         return head.revision
 

@@ -5,8 +5,9 @@ record ids, revision ids, depths, parents and timestamps (authenticated by each 
 sizes implied by the ciphertext; grant ids, the SHA-256 of each grant token, and listing copies of each grant's
 vault, client, scope and expiry (only the sealed copy authorizes). Sealed (see :mod:`memories.crypto`): the master
 key, each vault's data key, every record field (``header`` = kind, sensitivity, title, metadata; ``body``), each
-vault's head set (its records' head revision ids and a counter) and each grant's terms (vault, scope, expiry). This
-module moves bytes in and out and knows no keys.
+vault's head set (its records' head revision ids and a counter), each grant's terms (vault, scope, expiry) and each
+record's embedding vectors (one row per record under an id keyed by the vault key, :mod:`memories.vault.vectors`).
+This module moves bytes in and out and knows no keys.
 
 Durability: WAL with ``synchronous=FULL``, so a reply sent after a commit survives a crash of the daemon or of the
 machine. ``secure_delete`` zeroes freed pages, so deleted ciphertext does not linger in the file.
@@ -30,10 +31,13 @@ from memories.paths import storage_error
 _SQLITE_READONLY = 8
 _SQLITE_FULL = 13  # SQLite result codes (sqlite.org/rescode.html)
 
-FORMAT = 2
+FORMAT = 3
 """The store format, kept in SQLite's ``user_version``. Format 1 (releases 0.1 and 0.2, ``user_version`` 0) had a
 ``records`` table and revisions numbered 1, 2, 3 with no ids and no head set; :meth:`Store.upgrade` turns it into
-format 2 once, at the first unlock (:meth:`memories.vault.record_store.RecordStore.unlock`)."""
+the current format once, at the first unlock (:meth:`memories.vault.record_store.RecordStore.unlock`). Format 3 adds
+the ``vectors`` table (sealed embedding vectors); a format-2 store gets the empty table when it is opened (nothing
+that exists changes, so no backup is made). A store of a later format (:attr:`Store.too_new`) is left untouched and
+refused at unlock (``home_too_new``)."""
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS settings (
@@ -93,6 +97,17 @@ REVISIONS_SCHEMA = (
 head set per vault (each record's head revisions and a counter; :class:`memories.vault.heads.HeadSet`), and
 each synced vault's sync state (its folder, this device's id, the payload files seen; no content)."""
 
+VECTORS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS vectors (
+    vault_id TEXT NOT NULL REFERENCES vaults(id),
+    id       TEXT NOT NULL,
+    sealed   BLOB NOT NULL,
+    PRIMARY KEY (vault_id, id)
+) WITHOUT ROWID
+"""
+"""Format 3: one row per record with vectors; ``id`` is keyed by the vault key (it names no record without it) and
+``sealed`` holds everything else (:class:`memories.vault.vectors.SealedVectors`)."""
+
 
 class VaultRow(NamedTuple):
     id: str
@@ -119,12 +134,14 @@ class RevisionRow(NamedTuple):
 
 
 class Write(NamedTuple):
-    """One vault's part of a transaction: revisions to store, revision ids to erase, and its new sealed head set."""
+    """One vault's part of a transaction: revisions to store, revision ids to erase, its new sealed head set, and the
+    ids of vector rows to delete (of records deleted, moved away or no longer eligible)."""
 
     vault_id: str
     heads: bytes
     add: Sequence[RevisionRow] = ()
     erase: Sequence[str] = ()
+    drop_vectors: Sequence[str] = ()
 
 
 class LegacyRevisionRow(NamedTuple):
@@ -180,6 +197,11 @@ class Store:
             "busy_timeout = 5000",
         ):
             self._db.execute(f"PRAGMA {pragma}")
+        self.too_new = self.format > FORMAT
+        """The store was written by a later release (a format this one does not know): nothing here changes it, and
+        unlock refuses it (``home_too_new``)."""
+        if self.too_new:
+            return
         with self._transaction():
             legacy = self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'records'").fetchone() is not None
             for statement in SCHEMA.split(";"):
@@ -192,11 +214,13 @@ class Store:
             if not legacy:
                 for statement in REVISIONS_SCHEMA:
                     self._db.execute(statement)
+                self._db.execute(VECTORS_SCHEMA)
                 self._db.execute(f"PRAGMA user_version = {FORMAT}")
 
     @property
     def format(self) -> int:
-        """1 until :meth:`upgrade` ran on a store of an earlier release, else :data:`FORMAT`."""
+        """1 until :meth:`upgrade` ran on a store of an earlier release, else :data:`FORMAT` (or a later format, see
+        :attr:`too_new`)."""
         return self._db.execute("PRAGMA user_version").fetchone()[0] or 1
 
     def close(self) -> None:
@@ -268,9 +292,10 @@ class Store:
             )
 
     def delete_vault(self, vault_id: str) -> None:
-        """Remove a vault, its wrapped key, head set and every revision, in one transaction."""
+        """Remove a vault, its wrapped key, head set, every revision and its vector rows, in one transaction."""
         with self._transaction():
             self._db.execute("DELETE FROM revisions WHERE vault_id = ?", (vault_id,))
+            self._db.execute("DELETE FROM vectors WHERE vault_id = ?", (vault_id,))
             self._db.execute("DELETE FROM heads WHERE vault_id = ?", (vault_id,))
             self._db.execute("DELETE FROM sync WHERE vault_id = ?", (vault_id,))
             self._db.execute("DELETE FROM vaults WHERE id = ?", (vault_id,))
@@ -290,6 +315,8 @@ class Store:
                 self._db.executemany("DELETE FROM revisions WHERE vault_id = ? AND id = ?", erased)
                 self._insert(write.vault_id, write.add)
                 self._db.execute("UPDATE heads SET sealed = ? WHERE vault_id = ?", (write.heads, write.vault_id))
+                dropped = [(write.vault_id, row_id) for row_id in write.drop_vectors]
+                self._db.executemany("DELETE FROM vectors WHERE vault_id = ? AND id = ?", dropped)
 
     def count_records(self, vault_id: str) -> int:
         """Records with at least one stored revision in the vault (trusting nothing: for ``vault delete``)."""
@@ -387,12 +414,14 @@ class Store:
         return path
 
     def upgrade(self, vaults: list[VaultRow], heads: dict[str, bytes], revisions: dict[str, list[RevisionRow]]) -> None:
-        """Turn a format-1 store into format 2 in one transaction: the vault rows ``vaults`` (keys wrapped again),
-        every vault's sealed head set and its revisions re-sealed (vault id -> rows); the old tables are dropped."""
+        """Turn a format-1 store into the current format in one transaction: the vault rows ``vaults`` (keys wrapped
+        again), every vault's sealed head set and its revisions re-sealed (vault id -> rows), an empty ``vectors``
+        table; the old tables are dropped."""
         with self._transaction():
             self._db.execute("ALTER TABLE revisions RENAME TO legacy_revisions")
             for statement in REVISIONS_SCHEMA:
                 self._db.execute(statement)
+            self._db.execute(VECTORS_SCHEMA)
             for row in vaults:
                 self._db.execute("UPDATE vaults SET wrapped_key = ? WHERE id = ?", (row.wrapped_key, row.id))
             self._db.executemany("INSERT INTO heads (vault_id, sealed) VALUES (?, ?)", list(heads.items()))
@@ -441,6 +470,38 @@ class Store:
 
     def _transaction(self) -> _Transaction:
         return _Transaction(self._db)
+
+
+class VectorTable:
+    """The ``vectors`` table of a :class:`Store` (format 3): sealed rows in and out, no keys. A write that removes a
+    record deletes its row in the same transaction (:attr:`Write.drop_vectors`, :meth:`Store.delete_vault`)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._db = store._db
+
+    def rows(self, vault_id: str) -> list[tuple[str, bytes]]:
+        """``(row id, sealed blob)`` of every vector row of the vault."""
+        return self._db.execute("SELECT id, sealed FROM vectors WHERE vault_id = ?", (vault_id,)).fetchall()
+
+    def put(self, vault_id: str, rows: Sequence[tuple[str, bytes]], drop: Sequence[str] = ()) -> None:
+        """Store (or replace) vector rows ``(row id, sealed blob)`` and delete the rows ``drop``, in one
+        transaction."""
+        with self._store._transaction():
+            self._db.executemany(
+                "INSERT INTO vectors (vault_id, id, sealed) VALUES (?, ?, ?) "
+                "ON CONFLICT (vault_id, id) DO UPDATE SET sealed = excluded.sealed",
+                [(vault_id, row_id, sealed) for row_id, sealed in rows],
+            )
+            self._db.executemany("DELETE FROM vectors WHERE vault_id = ? AND id = ?", [(vault_id, i) for i in drop])
+
+    def delete_all(self) -> int:
+        """Delete every vector row of every vault (``[rag] keep_vectors = false``; no key needed); how many."""
+        with self._store._transaction():
+            count = self._db.execute("DELETE FROM vectors").rowcount
+        if count:
+            self._store.checkpoint()
+        return count
 
 
 class _Transaction:

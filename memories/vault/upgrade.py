@@ -1,4 +1,4 @@
-"""Store format 1 (releases 0.1 and 0.2) to format 2, once, at the first unlock.
+"""Store format 1 (releases 0.1 and 0.2) to the current format (3), once, at the first unlock.
 
 Every vault key is wrapped again with its name and policy as stored (trusted that once: a change made to them
 before this unlock cannot be told from the user's own), every revision sealed again in its place (parents: the
@@ -18,8 +18,8 @@ from memories.vault.store import LegacyRevisionRow, RevisionRow, Store, VaultRow
 
 
 def upgrade(store: Store, keys: Keyring) -> None:
-    """Turn the unlocked format-1 ``store`` into format 2 (see the module's docstring); raises what the store's
-    transaction raises, and then nothing has changed."""
+    """Turn the unlocked format-1 ``store`` into the current format (see the module's docstring); raises what the
+    store's transaction raises, and then nothing has changed."""
     legacy: dict[tuple[str, str], list[LegacyRevisionRow]] = {}
     for old in store.legacy_revisions():
         legacy.setdefault((old.vault_id, old.record_id), []).append(old)

@@ -77,3 +77,31 @@ class StoredCard(NamedTuple):
     revision: int
     status: CardStatus
     wrote: bool
+
+
+class RecordVectors(NamedTuple):
+    """One record's vectors in one vector space, as the index worker holds them for ``revision``: input hashes (hex),
+    float32 ``[len(keys), dimension]`` bytes, refused inputs (hex hash -> reason) and whether that is all of its
+    inputs."""
+
+    record_id: str
+    revision: int
+    keys: list[str]
+    vectors: bytes
+    failed: dict[str, str]
+    complete: bool
+
+
+class LoadedVectors(NamedTuple):
+    """A vault's sealed vectors in one space, opened: ``keys`` (hex, no repeats) and float32 ``[len(keys),
+    dimension]`` bytes, ``failed`` (hex -> reason); ``damaged`` rows skipped (failed authentication or decoding);
+    ``incomplete`` the eligible records with no complete row at their current revision in this space (their inputs
+    may be missing); ``stale`` those whose row is of another revision or space (rewritten by the next index run)."""
+
+    dimension: int | None
+    keys: list[str]
+    vectors: bytes
+    failed: dict[str, str]
+    damaged: int
+    incomplete: list[str]
+    stale: list[str]

@@ -27,7 +27,7 @@ def test_a_home_of_an_earlier_release_is_upgraded_once_at_unlock(tmp_path: Path,
         with sqlite3.connect(f"file:{backup}?mode=ro", uri=True) as old:  # the backup is the store as it was
             assert old.execute("SELECT count(*) FROM records").fetchone()[0] == 8
         with sqlite3.connect(home.path / "memories.db") as db:
-            assert db.execute("PRAGMA user_version").fetchone() == (2,)
+            assert db.execute("PRAGMA user_version").fetchone() == (3,)
             tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             assert {"heads", "revisions"} <= tables and "records" not in tables
 
