@@ -68,7 +68,7 @@ async def test_initialize_lists_the_tools_and_each_works(vault: HomeDir) -> None
         assert page["text"].encode() == body[hit["byte_start"] :] and page["total_bytes"] == len(body)
 
 
-@pytest.mark.slow
+@pytest.mark.fresh_install
 async def test_a_fresh_environment_from_the_package_metadata_serves_mcp(
     home: HomeDir, model_server: ModelServer, tmp_path: Path, repo_root: Path
 ) -> None:
@@ -242,103 +242,6 @@ async def test_grants_reach_their_vault_their_tools_and_general_records_only(vau
             error, answer = await call(session, "memory_search", {"query": "apple"})
             assert error is locked
             assert not locked or answer.startswith("vault_locked: ")
-
-
-# -- acceptance 4 (at dispatch): revoke and expiry ------------------------------------------------------------
-
-
-async def test_revoke_and_expiry_take_effect_on_the_next_call(vault: HomeDir, tmp_path: Path) -> None:
-    clock = tmp_path / "clock-offset"
-    clock.write_text("0")
-    vault.ok("daemon", "stop")
-    with_hooks(vault, clock_offset_file=str(clock))
-    vault.start()
-    vault.ok("unlock", "--passphrase-stdin", stdin=PASSPHRASE + "\n")
-    _add(vault, "notes", "t", "expiring body")
-    revoked = grant(vault, "notes", "search")
-    expiring = grant(vault, "notes", "search", expires="1h")["token"]
-    async with mcp_session(vault, revoked["token"]) as session:
-        ok = await call(session, "memory_search", {"query": "expiring"})
-        assert not ok[0], ok
-        vault.ok("grant", "revoke", revoked["id"])
-        error, line = await call(session, "memory_search", {"query": "expiring"})
-        assert error and line.startswith("grant_revoked: ")
-    async with mcp_session(vault, expiring) as session:
-        clock.write_text("1800")  # half-way, with room for a slow machine
-        ok = await call(session, "memory_search", {"query": "expiring"})
-        assert not ok[0], ok
-        clock.write_text("3600")
-        error, line = await call(session, "memory_search", {"query": "expiring"})
-        assert error and line.startswith("grant_expired: ")
-    states = {g["id"]: g["state"] for g in vault.ok("grant", "list")["grants"]}
-    assert sorted(states.values()) == ["expired", "revoked"]
-
-
-async def test_deleting_a_vault_revokes_its_grants_for_open_sessions(vault: HomeDir) -> None:
-    vault.ok("vault", "create", "doomed")
-    _add(vault, "doomed", "t", "doomed body")
-    token = grant(vault, "doomed", "search")["token"]
-    async with mcp_session(vault, token) as session:
-        assert not (await call(session, "memory_search", {"query": "doomed"}))[0]
-        vault.ok("vault", "delete", "doomed", "--yes")
-        vault.ok("vault", "create", "doomed")  # a new vault of the same name is not the grant's
-        _add(vault, "doomed", "t", "doomed body again")
-        error, line = await call(session, "memory_search", {"query": "doomed"})
-        assert error and line.startswith("grant_revoked: ")
-
-
-async def _during_a_slow_call(home: HomeDir, token: str, act) -> tuple[bool, str]:
-    """Run a slow memory_retrieve, call ``act()`` once its job runs, and return the call's answer."""
-    answer: list[tuple[bool, object]] = []
-    async with mcp_session(home, token) as session, trio.open_nursery() as nursery:
-
-        async def slow() -> None:
-            answer.append(await call(session, "memory_retrieve", {"query": "slow", "mode": "bm25"}))
-
-        nursery.start_soon(slow)
-        running = lambda: any(j["state"] == "running" for j in home.ok("jobs")["jobs"])  # noqa: E731
-        await trio.to_thread.run_sync(lambda: home.wait_for(running, timeout=60, what="the search job"))
-        await trio.to_thread.run_sync(act)
-    error, line = answer[0]
-    assert isinstance(line, str)
-    return error, line
-
-
-async def test_a_revoke_or_an_expiry_during_a_call_drops_its_result(home: HomeDir, tmp_path: Path) -> None:
-    clock = tmp_path / "clock-offset"
-    clock.write_text("0")
-    with_hooks(home, step_delay_seconds={"IndexQuery": 4}, clock_offset_file=str(clock))
-    initialize(home)
-    _add(home, "notes", "slow", "a slow search result")
-    revoked = grant(home, "notes", "retrieve")
-    error, line = await _during_a_slow_call(home, revoked["token"], lambda: home.ok("grant", "revoke", revoked["id"]))
-    assert error and line.startswith("grant_revoked: ")
-    cut = [j for j in home.ok("jobs")["jobs"] if j["error"] and j["error"]["code"] == "grant_revoked"]
-    assert len(cut) == 1 and cut[0]["state"] == "failed"
-
-    expiring = grant(home, "notes", "retrieve", expires="1h")["token"]
-    error, line = await _during_a_slow_call(home, expiring, lambda: clock.write_text("7200"))
-    assert error and line.startswith("grant_expired: ")
-
-
-async def test_a_revoke_during_a_slow_memory_ask_drops_the_answer(home: HomeDir, model_server: ModelServer) -> None:
-    initialize(_with_generation(home, model_server))
-    _add(home, "notes", "slow", "a slow search result")
-    model_server.script("chat", Reply(delay=10))
-    revoked = grant(home, "notes", "ask")
-    answer: list[tuple[bool, object]] = []
-    async with mcp_session(home, revoked["token"]) as session, trio.open_nursery() as nursery:
-
-        async def ask() -> None:
-            answer.append(await call(session, "memory_ask", {"question": "slow search", "mode": "bm25"}))
-
-        nursery.start_soon(ask)
-        await trio.to_thread.run_sync(lambda: home.wait_for(lambda: model_server.calls("chat"), what="the generation"))
-        await trio.to_thread.run_sync(lambda: home.ok("grant", "revoke", revoked["id"]))
-    error, line = answer[0]
-    assert error and isinstance(line, str) and line.startswith("grant_revoked: ")
-    (job,) = [j for j in home.ok("jobs")["jobs"] if j["kind"] == "ask"]
-    assert job["error"]["code"] == "grant_revoked"
 
 
 # -- acceptance 5: argument decoding ----------------------------------------------------------------------------
