@@ -173,7 +173,9 @@ class RagConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     cores; an explicit value above them is capped too, with a warning (it asked for more than there is).
     ``local_min_similarity`` is the cosine at which a chunk counts as evidence for ``rag ask`` with the local model
     (``None``: :data:`memories.rag.answers.MIN_SIMILARITY` ``["local"]``, measured by ``ops/bench/evidence.py``);
-    ``[rag.embedding] min_similarity`` is its remote twin.
+    ``[rag.embedding] min_similarity`` is its remote twin. ``keep_vectors`` keeps each record's vectors sealed in the
+    home across lock and restart (:mod:`memories.vault.vectors`, a departure from R-19); ``false`` keeps them in
+    memory only, and the daemon deletes the kept ones when it starts.
     """
 
     local_model_dir: str | None = None
@@ -181,6 +183,7 @@ class RagConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     local_min_similarity: Annotated[float, msgspec.Meta(ge=-1, le=1)] | None = None
     max_tokens: Annotated[int, msgspec.Meta(ge=8, le=2048)] = 2048
     embed_batch_size: Annotated[int, msgspec.Meta(ge=1, le=256)] = 8
+    keep_vectors: bool = True
     model_download_base_url: str | None = None
     http: HttpConfig = msgspec.field(default_factory=HttpConfig)
     embedding: EmbeddingConfig | None = None

@@ -21,11 +21,12 @@ from msgspec import Meta
 
 from memories.limits import MAX_QUERY_BYTES, MAX_RESULTS
 
-PROTOCOL_VERSION = 5
+PROTOCOL_VERSION = 6
 """2: the daemon sends :class:`Heartbeat` frames while a request runs. 3: ``rag ask`` and ``memory_ask`` replies
 say ``answer_truncated`` (a client of 3 cannot read the replies of a daemon of 2: ``restart it`` says so).
 4: :class:`ToolStatus`, which a daemon of 3 cannot read. 5: the requests ``rag bench`` and ``rag explain``, which a
-daemon of 4 cannot decode."""
+daemon of 4 cannot decode. 6: ``rag status`` says where vectors are kept and how the vault's background index job is
+going, ``jobs`` a job's rate and time left (a daemon of 5 would leave them at their defaults, which would mislead)."""
 
 HEARTBEAT_SECONDS = 1.0
 """While a request runs the daemon sends a frame (progress or :class:`Heartbeat`) at least this often."""
@@ -657,6 +658,10 @@ class JobInfo(msgspec.Struct):
     vault_name: str | None = None
     background: bool = False
     """Started by the daemon itself (after a pull, ``rag index --background``, the sync timer): no client waits."""
+    rate: float | None = None
+    """``unit`` per second over the job's last minute of work (null until measured)."""
+    seconds_left: float | None = None
+    """At that rate, seconds until ``done`` reaches ``total`` (null when either is unknown)."""
 
 
 class JobListing(_Message):
@@ -771,6 +776,19 @@ class ModelState(msgspec.Struct, omit_defaults=True):
     remote: RemoteBackendState | None = None
 
 
+class IndexingState(msgspec.Struct):
+    """A vault's running index job in ``rag status``: its id, whether the daemon started it by itself, chunks
+    embedded of the total, chunks per second (null until measured) and seconds left at that rate (null when not
+    known)."""
+
+    job_id: int
+    background: bool
+    done: int
+    total: int | None
+    rate: float | None = None
+    seconds_left: float | None = None
+
+
 class RagStatusReport(_Message):
     """``rag status``; ``last_build`` is a Unix time in seconds of the last index change, or null."""
 
@@ -789,6 +807,11 @@ class RagStatusReport(_Message):
     vector_bytes: int
     failed: int = 0
     """Chunks the embedding service refused (too long); they are not sent again in this vector space."""
+    vectors: Literal["sealed in the home", "memory only"] = "sealed in the home"
+    """Where vectors are kept: sealed in the home across lock and restart (``[rag] keep_vectors``, the default), or
+    in memory only (R-19 as written)."""
+    indexing: IndexingState | None = None
+    """The vault's running index job, if one runs."""
 
 
 class EmbedFailure(msgspec.Struct):

@@ -36,14 +36,16 @@ from memories.protocol import (
     SearchMode,
 )
 
-WORKER_PROTOCOL_VERSION = 6
+WORKER_PROTOCOL_VERSION = 7
 """Bumped with every change of a message below. A worker reporting another version (or another package
 version, :data:`INSTALL`) is refused."""
 
 INSTALL = __version__
 """The package version the running code comes from."""
 
-R = TypeVar("R")
+R = TypeVar("R", covariant=True)
+"""A request's reply type: covariant, since a request only ever produces it (a request that may answer fewer types
+fits where more are handled)."""
 
 
 class _Message(msgspec.Struct, tag_field=TAG_FIELD, kw_only=True, forbid_unknown_fields=True):
@@ -210,9 +212,46 @@ class MissingInputs(_Message):
 
 
 class VectorsStored(_Message):
-    """:class:`IndexStoreVectors` done; ``stored`` counts the vectors that were new."""
+    """:class:`IndexStoreVectors` done; ``stored`` counts the vectors that were new, ``records`` the cached records
+    whose inputs are among the stored (their sets, :class:`RecordVectors`, changed: the supervisor seals them)."""
 
     stored: int
+    records: list[str] = []
+
+
+class VectorsWanted(_Message):
+    """The cache has not been given the vectors kept in the home for ``space_key`` since it was built (after unlock,
+    a restart or an eviction): the supervisor sends :class:`IndexLoadVectors`, then asks again."""
+
+    space_key: str
+
+
+class VectorsLoaded(_Message):
+    """:class:`IndexLoadVectors` done: ``loaded`` vectors were new to the cache (those of inputs no chunk uses are
+    left out)."""
+
+    loaded: int
+
+
+class RecordVectorSet(msgspec.Struct, frozen=True):
+    """One cached record's vectors in one space, for the supervisor to seal (:mod:`memories.vault.vectors`):
+    ``keys`` (input hashes, hex) with float32 ``[len(keys), dimension]`` bytes, ``failed`` the inputs the service
+    refused (key -> reason), ``complete`` when every input of the record has one or the other."""
+
+    record_id: str
+    revision: int
+    keys: list[str]
+    vectors: bytes
+    failed: dict[str, str] = {}
+    complete: bool = False
+
+
+class RecordVectors(_Message):
+    """:class:`IndexRecordVectors` done: the sets of the asked records the cache holds, of width ``dimension``
+    (``None``: no vector of the space yet)."""
+
+    dimension: int | None
+    records: list[RecordVectorSet]
 
 
 class IndexState(_Message):
@@ -228,6 +267,9 @@ class IndexState(_Message):
     missing: int
     vector_bytes: int
     failed: int = 0
+    loaded: bool = True
+    """Whether the vectors kept in the home for the asked space were given to this cache (until then ``embedded``
+    and ``missing`` count only what it embedded itself)."""
 
 
 class ModelLoaded(_Message):
@@ -297,6 +339,9 @@ WorkerReplyBody = (
     | RecordsNamed
     | MissingInputs
     | VectorsStored
+    | VectorsWanted
+    | VectorsLoaded
+    | RecordVectors
     | IndexState
     | ModelLoaded
     | Vectors
@@ -344,8 +389,9 @@ class IndexSync(WorkerRequest[IndexSynced | IndexStale]):
     :class:`IndexStale` instead of stamping the epoch if the cache does not hold exactly these revisions."""
 
 
-class IndexQuery(WorkerRequest[IndexHits | IndexStale]):
-    """Search one vault's cache if it is at ``epoch``; otherwise the worker answers :class:`IndexStale`.
+class IndexQuery(WorkerRequest[IndexHits | IndexStale | VectorsWanted]):
+    """Search one vault's cache if it is at ``epoch``; otherwise the worker answers :class:`IndexStale` (and, in
+    vector and hybrid modes, :class:`VectorsWanted` until the space's kept vectors are loaded).
 
     ``space`` and ``query_vector`` (float32[dimension] bytes) are given for vector and hybrid modes; with
     ``evidence`` only the hits that are evidence for ``rag ask`` come back; with ``explain`` the reply carries an
@@ -374,9 +420,9 @@ class ParseNotes(WorkerRequest[NotesParsed]):
     texts: list[str]
 
 
-class IndexMissing(WorkerRequest[MissingInputs | IndexStale]):
+class IndexMissing(WorkerRequest[MissingInputs | IndexStale | VectorsWanted]):
     """Model inputs of up to ``limit`` chunks of the vault that have no vector in ``space`` yet (and were not
-    refused by the service)."""
+    refused by the service); :class:`VectorsWanted` until the space's kept vectors are loaded."""
 
     vault: str
     epoch: int
@@ -395,6 +441,30 @@ class IndexStoreVectors(WorkerRequest[VectorsStored | IndexStale]):
     dimension: int
     failed: dict[str, str] = {}
     """Inputs the service refused for good: key → the server's reason (never offered again in this space)."""
+
+
+class IndexLoadVectors(WorkerRequest[VectorsLoaded | IndexStale]):
+    """The vectors kept in the home for one space, unsealed by the supervisor: ``keys`` (input hashes, hex) with
+    float32 ``[len(keys), dimension]`` bytes and the refused inputs (key -> reason). The cache keeps those its chunks
+    use and counts the space as loaded (also when there are none); :class:`IndexStale` when the vault left the
+    cache."""
+
+    vault: str
+    space: VectorSpace
+    dimension: int
+    """The vectors' width (0 when there are none)."""
+    keys: list[str]
+    vectors: bytes
+    failed: dict[str, str] = {}
+
+
+class IndexRecordVectors(WorkerRequest[RecordVectors | IndexStale | VectorsWanted]):
+    """The current vector sets of ``records`` in ``space`` (records the cache does not hold are left out), for the
+    supervisor to seal; no epoch: each set names the revision it is for."""
+
+    vault: str
+    space: VectorSpace
+    records: list[str]
 
 
 class IndexStatus(WorkerRequest[IndexState]):
@@ -528,6 +598,8 @@ WorkerRequestBody = (
     | ParseNotes
     | IndexMissing
     | IndexStoreVectors
+    | IndexLoadVectors
+    | IndexRecordVectors
     | IndexStatus
     | IndexAtEpoch
     | IndexResolve

@@ -3,7 +3,8 @@ pipeline over them (:mod:`memories.rag.pipeline`); and the ingest job's note par
 must not run in the supervisor (:mod:`memories.rag.notes`).
 
 At most two vaults are cached (R-21); touching a third evicts the least recently used. Nothing is written to
-disk (R-20): the FTS5 database is ``:memory:`` and the supervisor restarts this process on lock. Every query
+disk (R-20): the FTS5 database is ``:memory:`` and the supervisor restarts this process on lock. Vectors are kept
+sealed in the home by the supervisor, which hands each record's set out and back (:mod:`memories.rag.kept`). Every query
 names the epoch it expects; a cache at another epoch answers :class:`~memories.worker_protocol.IndexStale`.
 """
 
@@ -11,9 +12,12 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+import msgspec
+
 from memories import worker_protocol as w
 from memories.errors import MemoriesError
 from memories.limits import MAX_CACHED_VAULTS
+from memories.rag import kept
 from memories.rag.analysis import analyze_query
 from memories.rag.notes import parse_notes
 from memories.rag.pipeline import VaultCache
@@ -86,9 +90,12 @@ def _current(vault: str, epoch: int) -> VaultCache | w.IndexStale:
     return cache
 
 
-def query(request: w.IndexQuery, ctx: Context) -> w.IndexHits | w.IndexStale:
+def query(request: w.IndexQuery, ctx: Context) -> w.IndexHits | w.IndexStale | w.VectorsWanted:
     cache = _current(request.vault, request.epoch)
-    return cache if isinstance(cache, w.IndexStale) else cache.query(request)
+    if isinstance(cache, w.IndexStale):
+        return cache
+    want = kept.wanted(cache, request.space.key) if request.space is not None else None
+    return want or cache.query(request)
 
 
 def resolve(request: w.IndexResolve, ctx: Context) -> w.RecordsNamed | w.IndexStale:
@@ -96,18 +103,40 @@ def resolve(request: w.IndexResolve, ctx: Context) -> w.RecordsNamed | w.IndexSt
     return cache if isinstance(cache, w.IndexStale) else w.RecordsNamed(records=cache.index.named(request.names))
 
 
-def missing(request: w.IndexMissing, ctx: Context) -> w.MissingInputs | w.IndexStale:
+def missing(request: w.IndexMissing, ctx: Context) -> w.MissingInputs | w.IndexStale | w.VectorsWanted:
     cache = _current(request.vault, request.epoch)
-    return cache if isinstance(cache, w.IndexStale) else cache.missing(request.space, request.limit)
+    if isinstance(cache, w.IndexStale):
+        return cache
+    return kept.wanted(cache, request.space.key) or cache.missing(request.space, request.limit)
 
 
 def store_vectors(request: w.IndexStoreVectors, ctx: Context) -> w.VectorsStored | w.IndexStale:
     """Vectors are content-addressed: stored whatever the epoch. If the vault left the cache (R-21 allows two),
-    its vectors went with it: :class:`IndexStale` tells the supervisor to rebuild before going on."""
+    its vectors went with it: :class:`IndexStale` tells the supervisor to rebuild before going on. The reply names
+    the records whose vector sets changed (the supervisor seals them)."""
     cache = _touch(request.vault, create=False)
     if cache is None:
         return w.IndexStale(have=None)
-    return w.VectorsStored(stored=cache.store_vectors(request))
+    stored = cache.store_vectors(request)
+    space = cache.space(request.space_key)
+    touched = [*request.keys, *request.failed]
+    return w.VectorsStored(stored=stored, records=kept.records_using(cache, space, touched) if space else [])
+
+
+def load_vectors(request: w.IndexLoadVectors, ctx: Context) -> w.VectorsLoaded | w.IndexStale:
+    """The vectors kept in the home for one space, unsealed by the supervisor (no epoch: content-addressed)."""
+    cache = _touch(request.vault, create=False)
+    if cache is None:
+        return w.IndexStale(have=None)
+    return w.VectorsLoaded(loaded=kept.load(cache, request))
+
+
+def record_vectors(request: w.IndexRecordVectors, ctx: Context) -> w.RecordVectors | w.IndexStale | w.VectorsWanted:
+    """The current vector sets of records, for the supervisor to seal (no epoch: each names its revision)."""
+    cache = _touch(request.vault, create=False)
+    if cache is None:
+        return w.IndexStale(have=None)
+    return kept.wanted(cache, request.space.key) or kept.record_sets(cache, request.space, request.records)
 
 
 def at_epoch(request: w.IndexAtEpoch, ctx: Context) -> w.IndexSynced | w.IndexStale:
@@ -121,7 +150,8 @@ def status(request: w.IndexStatus, ctx: Context) -> w.IndexState:
         return w.IndexState(
             cached=False, records=0, chunks=0, text_bytes=0, last_build=None, embedded=0, missing=0, vector_bytes=0
         )
-    return cache.state(request.space)
+    loaded = request.space is None or request.space.key in cache.loaded
+    return msgspec.structs.replace(cache.state(request.space), loaded=loaded)
 
 
 def drop(request: w.IndexDrop, ctx: Context) -> w.IndexSynced:
@@ -141,6 +171,8 @@ if __name__ == "__main__":
             w.IndexResolve: resolve,
             w.IndexMissing: missing,
             w.IndexStoreVectors: store_vectors,
+            w.IndexLoadVectors: load_vectors,
+            w.IndexRecordVectors: record_vectors,
             w.IndexStatus: status,
             w.IndexAtEpoch: at_epoch,
             w.IndexDrop: drop,

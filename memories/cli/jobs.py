@@ -5,17 +5,14 @@ from __future__ import annotations
 import click
 
 from memories import protocol as p
-from memories.cli.output import Session, command, common_options, table
+from memories.cli.output import Session, command, common_options, job_pace, table
 
 
 def _show_jobs(document: dict) -> None:
     rows = []
     for job in document["jobs"]:
-        if job.get("unit") is None:  # a job that never reported progress (a search): its state says it all
-            progress = "-"
-        else:
-            total = "?" if job["total"] is None else str(job["total"])
-            progress = f"{job['done']}/{total} {job['unit']}"
+        # a job that never reported progress (a search): its state says it all
+        progress = "-" if job.get("unit") is None else job_pace(job)
         error = job["error"]["code"] if job["error"] else ""
         vault = job.get("vault_name") or job["vault"] or ""
         rows.append([str(job["id"]), job["kind"], vault, job["state"], progress, error])

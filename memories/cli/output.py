@@ -344,6 +344,28 @@ def counted(number: int, noun: str, plural: str | None = None) -> str:
     return f"{number:,} {noun if number == 1 else plural or noun + 's'}"
 
 
+def job_pace(job: Document) -> str:
+    """A job's progress as a person reads it, with what is known of its pace (``rate`` per second and
+    ``seconds_left``, as ``jobs`` and ``rag status`` send them); ``unit`` defaults to chunks.
+
+    >>> job_pace({"done": 12, "total": 40, "unit": "chunks", "rate": 3.84, "seconds_left": 7.3})
+    '12/40 chunks, 3.8 per second, about 7 s left'
+    >>> job_pace({"done": 0, "total": None, "rate": None, "seconds_left": None})
+    '0/? chunks'
+    """
+    total = "?" if job.get("total") is None else str(job["total"])
+    text = f"{job['done']}/{total} {job.get('unit') or 'chunks'}"
+    if job.get("rate"):
+        text += f", {plain_decimal(job['rate'], 2)} per second"
+    left = job.get("seconds_left")
+    if left is not None:
+        minutes, seconds = divmod(round(left), 60)
+        hours, minutes = divmod(minutes, 60)
+        shown = f"{hours} h {minutes} min" if hours else f"{minutes} min" if minutes else f"{seconds} s"
+        text += f", about {shown} left"
+    return text
+
+
 def mebibytes(size: int) -> str:
     """A size in bytes as MiB (2**20 bytes), the one unit sizes are shown in: ``"201 MiB"``, ``"0.0041 MiB"``."""
     return f"{plain_decimal(size / 2**20, 3)} MiB"

@@ -14,6 +14,7 @@ from memories.cli.output import (
     command,
     common_options,
     counted,
+    job_pace,
     local_time,
     mebibytes,
     one_line,
@@ -446,8 +447,11 @@ def status(session: Session, vault_ref: str) -> None:
         shown_missing = "?" if missing is None else f"{missing:,}"
         click.echo(
             f"vectors    {inputs} distinct inputs to embed (identical chunks share one): {embedded:,} embedded, "
-            f"{shown_missing} missing, {counted(document['vector_bytes'], 'byte')}"
+            f"{shown_missing} missing, {counted(document['vector_bytes'], 'byte')}; kept {document['vectors']}"
         )
+        indexing = document.get("indexing")
+        if indexing:
+            click.echo(f"indexing   {job_pace(indexing)} (job {indexing['job_id']})")
         remote = model.get("remote")
         if remote:
             key = remote["api_key_env"] or "no key"

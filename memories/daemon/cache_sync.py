@@ -7,7 +7,9 @@ longer eligible), decrypted in batches of :data:`SYNC_BATCH` records — the sup
 (R-01, R-02), so private records, credentials and files never reach a worker. The final batch carries every
 eligible id and revision: the worker drops anything else and stamps the epoch only when it holds exactly those,
 so a delta computed from an outdated view (another job synced meanwhile, the cache was evicted) can never leave
-an ineligible record behind. Then the query runs again.
+an ineligible record behind. Then the query runs again. A cache built since unlock, a restart or an eviction also
+answers :class:`~memories.worker_protocol.VectorsWanted` for a vector space until the vectors kept in the home are
+handed to it (:class:`memories.daemon.kept_vectors.KeptVectors`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import trio
 
 from memories import worker_protocol as w
 from memories.daemon.jobs import StaleEpoch, VaultJob
+from memories.daemon.kept_vectors import KeptVectors
 from memories.daemon.store_gate import StoreGate
 from memories.daemon.views import index_record
 from memories.daemon.workers import WorkerHandle
@@ -63,11 +66,13 @@ class CacheSync:
     Args:
         store: the store gate (eligibility and decrypted records come from it).
         index: the index worker.
+        kept: the vectors kept in the home (loaded into a cache that asks for them).
     """
 
-    def __init__(self, store: StoreGate, index: WorkerHandle) -> None:
+    def __init__(self, store: StoreGate, index: WorkerHandle, kept: KeptVectors) -> None:
         self._store = store
         self._index = index
+        self._kept = kept
         self._locks: dict[str, trio.Lock] = {}
         self._too_large: dict[str, str] = {}
         self._resend: dict[str, set[str]] = {}
@@ -81,18 +86,27 @@ class CacheSync:
         """Why the vault's last sync failed with ``vault_too_large``, if it did (for ``rag status``)."""
         return self._too_large.get(vault.id)
 
-    async def call(self, job: VaultJob, vault: VaultRow, body: w.WorkerRequest[R | w.IndexStale]) -> R:
-        """Ask the index worker; when its cache is stale, bring it to the job's epoch and ask again.
+    async def call(
+        self, job: VaultJob, vault: VaultRow, body: w.WorkerRequest[R | w.IndexStale | w.VectorsWanted]
+    ) -> R:
+        """Ask the index worker; when its cache is stale, bring it to the job's epoch and ask again; when it wants
+        the kept vectors of the request's space, load them and ask again.
 
         Raises:
             MemoriesError: ``vault_changed`` after :data:`SYNC_ATTEMPTS` stale answers, ``vault_too_large``, and
                 the worker's failures; StaleEpoch: the vault changed during the job.
         """
-        for _ in range(SYNC_ATTEMPTS):
+        for _ in range(SYNC_ATTEMPTS * 2):  # each stale answer may be followed by a load
             reply = await job.call(self._index, body)
-            if not isinstance(reply, w.IndexStale):
+            if isinstance(reply, w.VectorsWanted):
+                space = getattr(body, "space", None)
+                if not isinstance(space, w.VectorSpace):
+                    raise MemoriesError("protocol_error", f"{type(body).__name__} names no vector space")
+                await self._kept.load(job, vault, space)
+            elif isinstance(reply, w.IndexStale):
+                await self._sync(job, vault, reply.have)
+            else:
                 return reply
-            await self._sync(job, vault, reply.have)
         raise MemoriesError("vault_changed", "the index kept falling behind the vault; try again")
 
     async def refresh(self, job: VaultJob, vault: VaultRow) -> None:

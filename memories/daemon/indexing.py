@@ -8,12 +8,15 @@ together; a remote service gets up to ``concurrency`` batches at once), the inde
 comes. Inputs the service refused as too long are stored as failed for that space and never offered again;
 ``rag index`` reports them. Vectors are keyed by the hash of the exact model input, so finished batches survive a
 budget stop, a cancel, a crash of the embedding worker and edits elsewhere in the vault (the job then adopts the
-new epoch and goes on); a retry embeds only what is still missing. Evicting the vault from the worker's cache
-(R-21: two vaults) drops its vectors with it; the next round rebuilds.
+new epoch and goes on); a retry embeds only what is still missing. The records a batch touched are sealed in the
+home (:class:`memories.daemon.kept_vectors.KeptVectors`) at most every ``SEAL_SECONDS``, at a budget stop and at
+the end of the run, where the rows a load found stale are rewritten too: a lock, a restart or an eviction from
+the worker's cache (R-21: two vaults) then costs a load, not an embedding.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -27,6 +30,7 @@ from memories.daemon.cache_sync import CacheSync
 from memories.daemon.context import Handlers, RequestContext
 from memories.daemon.egress import check_current_policy, refuse_device_only
 from memories.daemon.jobs import JobManager, StaleEpoch, VaultJob
+from memories.daemon.kept_vectors import KeptVectors, SealClock
 from memories.daemon.store_gate import StoreGate
 from memories.daemon.workers import WorkerHandle
 from memories.errors import MemoriesError
@@ -45,6 +49,7 @@ class Indexing:
         store: the store gate; jobs: the job queue; cache_sync: the index worker's caches.
         backend: the embedding backend (local model or remote service; its batch size and concurrency).
         index: the index worker (it names missing inputs and stores vectors).
+        kept: the vectors kept in the home (what a run embeds is sealed there).
         cut_after_batches: test hooks only: an embedding round ends with ``budget_exceeded`` after this many
             batches, as if its budget ran out there (``None`` without hooks).
         spawn: starts background jobs in the daemon's nursery.
@@ -57,6 +62,7 @@ class Indexing:
         cache_sync: CacheSync,
         backend: EmbeddingBackend,
         index: WorkerHandle,
+        kept: KeptVectors,
         cut_after_batches: int | None,
         spawn: Spawn,
     ) -> None:
@@ -65,6 +71,7 @@ class Indexing:
         self._cache_sync = cache_sync
         self._backend = backend
         self._index = index
+        self._kept = kept
         self._cut_after = cut_after_batches
         self._spawn = spawn
         self.batches = 0
@@ -150,6 +157,7 @@ class Indexing:
         cut_after = self._cut_after
         counts = {"embedded_now": 0, "reused": 0, "missing": 0}
         batches = 0
+        seals = SealClock()
         try:
             while True:
                 ask = w.IndexMissing(vault=vault.id, epoch=job.epoch, space=space, limit=backend.plan_size)
@@ -163,6 +171,8 @@ class Indexing:
                 counts["missing"] = missing.total_missing
                 self._progress(job, counts)
                 if not missing.keys:
+                    seals.touched |= self._kept.pending(vault)  # rows a load found stale or incomplete
+                    await self._seal(job, vault, space, seals)
                     return p.IndexReport(**counts, failed=missing.failures)
                 order = await backend.order(job, missing.inputs)
                 plan = [order[first : first + backend.batch_size] for first in range(0, len(order), backend.batch_size)]
@@ -172,12 +182,21 @@ class Indexing:
                     job.check_budget()
                     step, plan = plan[: backend.concurrency], plan[backend.concurrency :]
                     batches += len(step)
-                    await _all([self._embed_batch(job, vault, space, missing, positions, counts) for positions in step])
+                    await _all([self._embed_batch(job, vault, space, missing, at, counts, seals) for at in step])
                     self._progress(job, counts)
+                    if seals.due():
+                        await self._seal(job, vault, space, seals)
         except MemoriesError as exc:
             if exc.code == "budget_exceeded":
+                with contextlib.suppress(MemoriesError):  # what was embedded is kept for the next run
+                    await self._seal(job, vault, space, seals)
                 raise _over_budget(job, counts) from None
             raise
+
+    async def _seal(self, job: VaultJob, vault: VaultRow, space: w.VectorSpace, seals: SealClock) -> None:
+        """Seal the sets of the records touched since the last seal (kept for later when the cache went away)."""
+        if await self._kept.seal(job, vault, space, seals.touched):
+            seals.sealed()
 
     @staticmethod
     def _progress(job: VaultJob, counts: dict[str, int]) -> None:
@@ -192,8 +211,10 @@ class Indexing:
         plan: w.MissingInputs,
         positions: list[int],
         counts: dict[str, int],
+        seals: SealClock,
     ) -> None:
-        """Embed and store one batch: the inputs of ``plan`` at ``positions``."""
+        """Embed and store one batch: the inputs of ``plan`` at ``positions``; the records it touched join
+        ``seals``."""
         keys = [plan.keys[position] for position in positions]
         inputs = [plan.inputs[position] for position in positions]
         await check_current_policy(self._store, vault, self._backend.egress_url, "rag.embedding")
@@ -209,6 +230,7 @@ class Indexing:
         stored = await job.call(self._index, store, budget=False, epoch=False)
         self.batches += 1
         if isinstance(stored, w.VectorsStored):  # else the vault left the cache: the next ask rebuilds
+            seals.touched.update(stored.records)
             counts["embedded_now"] += stored.stored
             # so a budget stop before the next ask reports it right (a refused input is not missing either)
             counts["missing"] = max(counts["missing"] - stored.stored - len(store.failed), 0)

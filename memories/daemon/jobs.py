@@ -58,6 +58,10 @@ it. A step running that far past the budget means a stuck worker; it is restarte
 PROGRESS_INTERVAL = 0.1
 """Seconds between progress events sent to a client."""
 
+RATE_WINDOW = 60.0
+"""Seconds of progress a job's rate is measured over (``memories jobs``, ``rag status``): long enough to span
+several embedding batches, short enough to follow a change of pace (a search taking the cores)."""
+
 MAX_RUNNING = 4
 HISTORY = 50
 
@@ -128,6 +132,7 @@ class Job:
         self.background = False
         self._cut: MemoriesError | None = None
         self._last_event = -math.inf
+        self._samples: deque[tuple[float, int]] = deque()
 
     def info(self) -> p.JobInfo:
         """The job as ``memories jobs`` shows it: ``cancelling`` once it is cut while a step that cannot be
@@ -143,7 +148,24 @@ class Job:
             error=self.error,
             unit=self.unit,
             background=self.background,
+            rate=self.rate(),
+            seconds_left=self.seconds_left(),
         )
+
+    def rate(self) -> float | None:
+        """``unit`` per second over the last :data:`RATE_WINDOW` seconds of progress (``None`` until two reports
+        a second or more apart, or while the job is not running)."""
+        if self.state != "running" or len(self._samples) < 2:
+            return None
+        (first, start), (last, end) = self._samples[0], self._samples[-1]
+        return (end - start) / (last - first) if last - first >= 1.0 else None
+
+    def seconds_left(self) -> float | None:
+        """Seconds until ``done`` reaches ``total`` at :meth:`rate` (``None`` when either is not known)."""
+        rate = self.rate()
+        if not rate or self.total is None:
+            return None
+        return max(self.total - self.done, 0) / rate
 
     @property
     def active(self) -> bool:
@@ -174,8 +196,14 @@ class Job:
     def progress(self, done: int, total: int | None, unit: str, note: str | None = None) -> None:
         """Record progress; tell listeners at most every :data:`PROGRESS_INTERVAL` seconds, at the end, and
         whenever there is a ``note`` (a retry: never dropped)."""
+        if unit != self.unit or done < self.done:  # another kind of progress, or a count started again
+            self._samples.clear()
         self.done, self.total, self.unit = done, total, unit
         now = time.monotonic()
+        if not self._samples or now - self._samples[-1][0] >= 0.5:  # a few samples a second are plenty
+            self._samples.append((now, done))
+        while now - self._samples[0][0] > RATE_WINDOW:
+            self._samples.popleft()
         if note is None and done != total and now - self._last_event < PROGRESS_INTERVAL:
             return
         self._last_event = now

@@ -1,4 +1,5 @@
-"""Search requests and ``rag status``: the supervisor's half of the retrieval pipeline (R-06 … R-14).
+"""Search requests: the supervisor's half of the retrieval pipeline (R-06 … R-14); ``rag status`` is
+:mod:`memories.daemon.index_status`.
 
 A search is a job: it brings the vault's cache up to date (:mod:`memories.daemon.cache_sync`), embeds what vector
 and hybrid modes need (:mod:`memories.daemon.indexing`), runs the query in the index worker, keeps only hits
@@ -27,7 +28,7 @@ from memories.daemon.jobs import JobManager, VaultJob
 from memories.daemon.store_gate import StoreGate
 from memories.daemon.workers import WorkerHandle
 from memories.errors import MemoriesError
-from memories.limits import MAX_CACHED_VAULTS, MAX_CHUNKS, MAX_TEXT_BYTES, MAX_VECTOR_BYTES, check_result_limit
+from memories.limits import MAX_CHUNKS, check_result_limit
 from memories.vault.store import VaultRow
 
 ON_DEMAND_DEFAULT = 64
@@ -42,17 +43,9 @@ RERANK_CANDIDATES = 30
 """Chunks sent to the learned reranker (at least the requested limit): the fused ranking's head, where a better
 order matters; a deeper list costs the service more for little change at the top."""
 
-LIMITS = {
-    "chunks": MAX_CHUNKS,
-    "text_bytes": MAX_TEXT_BYTES,
-    "vector_bytes": MAX_VECTOR_BYTES,
-    "cached_vaults": MAX_CACHED_VAULTS,
-}
-"""The R-21 limits as ``rag status`` reports them."""
-
 
 class Retrieval:
-    """``rag search``, ``memory search`` and ``rag status`` for the daemon.
+    """``rag search``, ``memory search`` and ``rag explain`` for the daemon.
 
     Args:
         store: the store gate; jobs: the job queue; cache_sync: the index worker's caches; backend: the embedding
@@ -89,7 +82,6 @@ class Retrieval:
             p.MemorySearch: self.memory_search,
             p.RagSearch: self.search,
             p.RagExplain: self.explain,
-            p.RagStatus: self.status,
         }
 
     async def search(self, request: p.RagSearch, ctx: RequestContext) -> p.SearchReport:
@@ -321,38 +313,6 @@ class Retrieval:
                 depth *= 4
 
         return await self._jobs.run(job, work)
-
-    async def status(self, request: p.RagStatus, ctx: RequestContext) -> p.RagStatusReport:
-        """``rag status``: works while locked (then nothing is cached, since lock restarts the index worker).
-
-        The model's load warnings and a vault over the R-21 limits come along as warnings.
-        """
-        vault = await self._store.resolve(request.vault)
-        locked = self._store.locked
-        records = None if locked else len(await self._store.eligible(vault))
-        backend = self._backend
-        model = await backend.state()
-        ctx.warnings.extend(backend.load_warnings())
-        too_large = self._cache_sync.too_large(vault)
-        if too_large:
-            ctx.warnings.append(f"searches fail until records are removed: {too_large}")
-        space = await backend.space() if model.space_key is not None else None
-        reply = await self._index.call(w.IndexStatus(vault=vault.id, space=space))
-        return p.RagStatusReport(
-            vault=vault.id,
-            locked=locked,
-            records=records,
-            chunks=reply.chunks,
-            cache="warm" if reply.cached else "cold",
-            text_bytes=reply.text_bytes,
-            limits=LIMITS,
-            last_build=reply.last_build,
-            model=model,
-            embedded=reply.embedded,
-            missing=reply.missing if reply.cached else None,
-            vector_bytes=reply.vector_bytes,
-            failed=reply.failed,
-        )
 
     async def _start(self, vault_ref: str, limit: int, ctx: RequestContext) -> tuple[VaultRow, VaultJob]:
         """Check the limit, resolve the vault and make the search job (attached to the client's connection)."""

@@ -23,8 +23,10 @@ from memories.vault.store import VaultRow
 from memories.vault.views import (
     IndexText,
     ListedRecord,
+    LoadedVectors,
     OpenedRevision,
     RecordKind,
+    RecordVectors,
     Sensitivity,
     StoredCard,
 )
@@ -224,3 +226,17 @@ class StoreGate:
     async def index_texts(self, vault: VaultRow, record_ids: list[str]) -> list[IndexText]:
         """The decrypted chosen heads of these eligible records (:meth:`memories.vault.catalog.Catalog.index_texts`)."""
         return await self.run(self._records.catalog.index_texts, vault, record_ids)
+
+    # -- sealed vectors ------------------------------------------------------------------------------------
+
+    async def load_vectors(self, vault: VaultRow, space_key: str) -> LoadedVectors:
+        """The vault's kept vectors of one space, unsealed (:meth:`memories.vault.vectors.VectorRows.load`)."""
+        return await self.run(self._records.vectors.load, vault, space_key)
+
+    async def put_vectors(self, vault: VaultRow, space_key: str, dimension: int, records: list[RecordVectors]) -> int:
+        """Seal and store records' vector sets (:meth:`memories.vault.vectors.VectorRows.put`); how many rows."""
+        return await self.run(self._records.vectors.put, vault, space_key, dimension, records)
+
+    async def forget_vectors(self) -> int:
+        """Delete every vector row of the home (``[rag] keep_vectors = false``, at start; no key needed)."""
+        return await self.run(self._records.vectors.forget_all)

@@ -10,14 +10,16 @@ the request types it answers) and locks the home::
             ├─ FileWatch(config, Models)                     restart-needed warnings, off the event loop
             ├─ Models(rag, embedding, remote, jobs)          the local model: install, load
             ├─ EmbeddingBackend(Models | [rag.embedding], remote)
-            ├─ CacheSync(store, index)
-            ├─ Indexing(store, jobs, cache_sync, backend, index)
+            ├─ KeptVectors(store, index)                     vectors sealed in the home
+            ├─ CacheSync(store, index, kept)
+            ├─ Indexing(store, jobs, cache_sync, backend, index, kept)
             ├─ Retrieval(store, jobs, cache_sync, backend, indexing, index, remote)
+            ├─ IndexStatus(store, jobs, cache_sync, backend, index, kept)   rag status
             ├─ Asking(store, jobs, retrieval, remote)        rag ask
             ├─ Bench(store, jobs, cache_sync, backend, retrieval)   rag bench
             ├─ Ingest(store, jobs, cache_sync, epochs, index)   notes parsed in the index worker
             ├─ Records(store, epochs, jobs, grants, index)
-            ├─ Tools(store, grants, retrieval, asking)       MCP calls through a grant
+            ├─ Tools(store, grants, retrieval, asking, index_status)   MCP calls through a grant
             ├─ GrantRequests(store, grants, tools)           grant create|list|revoke
             └─ SyncRequests(store, jobs, epochs, cache_sync, indexing, Sync(RecordStore))   sync init|join|push|pull|
                                                              status, the sync timer
@@ -47,9 +49,11 @@ from memories.daemon.cache_sync import CacheSync
 from memories.daemon.context import Handlers, RequestContext
 from memories.daemon.grant_requests import GrantRequests
 from memories.daemon.grants import Grants
+from memories.daemon.index_status import IndexStatus
 from memories.daemon.indexing import Indexing
 from memories.daemon.ingest import Ingest
 from memories.daemon.jobs import Epochs, JobManager
+from memories.daemon.kept_vectors import KeptVectors
 from memories.daemon.models import Models, model_manifest
 from memories.daemon.records import Records
 from memories.daemon.retrieval import Retrieval
@@ -124,10 +128,11 @@ class Daemon:
         budget = config.daemon.job_budget_seconds
         self.embedding = embedding_backend(rag, self.models, self.workers.remote, budget)
         self.watch = FileWatch(home.config_path, self.models)
-        self.cache_sync = CacheSync(self.store, self.workers.index)
+        self.kept = KeptVectors(self.store, self.workers.index, rag.keep_vectors)
+        self.cache_sync = CacheSync(self.store, self.workers.index, self.kept)
         cut_after = hooks.cut_after_batches if hooks else None
         self.indexing = Indexing(
-            self.store, self.jobs, self.cache_sync, self.embedding, self.workers.index, cut_after, self.spawn
+            self.store, self.jobs, self.cache_sync, self.embedding, self.workers.index, self.kept, cut_after, self.spawn
         )
         self.retrieval = Retrieval(
             self.store,
@@ -144,7 +149,10 @@ class Daemon:
         self.bench = Bench(self.store, self.jobs, self.cache_sync, self.embedding, self.retrieval)
         self.ingest = Ingest(self.store, self.jobs, self.cache_sync, self.epochs, self.workers.index)
         self.records = Records(self.store, self.epochs, self.jobs, self.grants, self.workers.index)
-        self.tools = Tools(self.store, self.grants, self.retrieval, self.asking)
+        self.index_status = IndexStatus(
+            self.store, self.jobs, self.cache_sync, self.embedding, self.workers.index, self.kept
+        )
+        self.tools = Tools(self.store, self.grants, self.retrieval, self.asking, self.index_status)
         between_writes = crash_after(hooks.kill_after_payloads if hooks else None)
         self.sync = SyncRequests(
             self.store,
@@ -165,6 +173,7 @@ class Daemon:
             p.JobCancel: self._job_cancel,
             **self.records.handlers(),
             **self.retrieval.handlers(),
+            **self.index_status.handlers(),
             **self.asking.handlers(),
             **self.bench.handlers(),
             **self.ingest.handlers(),
@@ -202,6 +211,10 @@ class Daemon:
         self._nursery = nursery
         self._last_activity = trio.current_time()
         await self.store.load()
+        if not self.kept.keep:
+            forgotten = await self.store.forget_vectors()  # [rag] keep_vectors = false: R-19 as written
+            if forgotten:
+                log.info("keep_vectors is off: deleted %d sealed vector rows", forgotten)
         await self.watch.look()
         for worker in self.workers.all():
             nursery.start_soon(worker.supervise)

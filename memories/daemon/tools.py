@@ -31,6 +31,7 @@ from memories.daemon.ask import Asking
 from memories.daemon.context import Handlers, RequestContext
 from memories.daemon.egress import leaves_device
 from memories.daemon.grants import Grants
+from memories.daemon.index_status import IndexStatus
 from memories.daemon.jobs import Job
 from memories.daemon.retrieval import Retrieval
 from memories.daemon.store_gate import StoreGate
@@ -68,14 +69,17 @@ class Tools:
 
     Args:
         store: the store gate; grants: the grants; retrieval: the owner's searches and asking: ``rag ask``, run on
-        the grant's vault.
+        the grant's vault; index_status: ``rag status``'s counts (for a status request).
     """
 
-    def __init__(self, store: StoreGate, grants: Grants, retrieval: Retrieval, asking: Asking) -> None:
+    def __init__(
+        self, store: StoreGate, grants: Grants, retrieval: Retrieval, asking: Asking, index_status: IndexStatus
+    ) -> None:
         self._store = store
         self._grants = grants
         self._retrieval = retrieval
         self._asking = asking
+        self._index_status = index_status
         self._running: dict[str, set[Job]] = {}
         """Grant id -> the jobs of its calls in flight."""
 
@@ -139,7 +143,7 @@ class Tools:
             if exc.code != "vault_locked":  # the token is valid (it is judged before the lock)
                 raise
             return p.ToolStatusReport(locked=True, generation=generation)
-        state = await self._retrieval.status(p.RagStatus(vault=authorized.vault.id), RequestContext())
+        state = await self._index_status.status(p.RagStatus(vault=authorized.vault.id), RequestContext())
         embedded = None
         if state.cache == "warm" and state.model.space_key is not None:
             embedded = state.embedded / state.chunks if state.chunks else 1.0

@@ -61,6 +61,8 @@ class VaultCache:
         self._spaces: dict[str, w.InputRecipe] = {}
         self._failed: dict[str, dict[str, str]] = {}
         """Per space key: input key → the service's reason for refusing it (not offered again)."""
+        self.loaded: set[str] = set()
+        """Space keys whose vectors kept in the home were given to this cache (:mod:`memories.rag.kept`)."""
 
     # -- updates -------------------------------------------------------------------------------------------
 
@@ -94,6 +96,21 @@ class VaultCache:
         if request.failed:
             self._failed.setdefault(request.space_key, {}).update(request.failed)
         return self.vectors.add(request.space_key, request.keys, matrix)
+
+    def input_keys(self, space: w.VectorSpace) -> list[tuple[ChunkRow, str]]:
+        """Every chunk row with the key of its model input in ``space`` (the space is remembered: :meth:`stamp`
+        keeps its vectors)."""
+        self._spaces[space.key] = space.recipe
+        return [(row, self._key(row, space.recipe)) for row in self.index.rows()]
+
+    def space(self, space_key: str) -> w.VectorSpace | None:
+        """The space ``space_key`` with its input recipe, once a request named it (else ``None``)."""
+        recipe = self._spaces.get(space_key)
+        return None if recipe is None else w.VectorSpace(key=space_key, recipe=recipe)
+
+    def refused(self, space_key: str) -> dict[str, str]:
+        """Input key → the service's reason, for each input refused in ``space_key``."""
+        return self._failed.get(space_key, {})
 
     # -- embedding plan ------------------------------------------------------------------------------------
 

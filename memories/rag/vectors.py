@@ -9,8 +9,9 @@ and chunk text, :func:`input_hash`). So:
 - vectors of two spaces are never compared: every lookup and search names its space.
 
 Each vector space has its own width and one contiguous float32 matrix, rebuilt lazily on the first search after
-adds or drops, so a search is one matrix-vector product. Nothing here is ever written to disk (R-20). Not
-thread-safe: the index worker handles one request at a time.
+adds or drops, so a search is one matrix-vector product. Nothing here is ever written to disk: the supervisor seals
+each record's vectors in the home (:mod:`memories.vault.vectors`; this worker never holds a key) and hands them back
+after unlock (:mod:`memories.rag.kept`). Not thread-safe: the index worker handles one request at a time.
 
 Example::
 
@@ -158,6 +159,21 @@ class VectorStore:
         scores = matrix[rows] @ vector if len(rows) * 2 < len(matrix) else (matrix @ vector)[rows]
         order = np.argsort(-scores, kind="stable")[:limit]
         return [(found[index], float(scores[index])) for index in order]
+
+    def rows(self, space_key: str, input_hashes: Sequence[str]) -> NDArray[np.float32]:
+        """float32 ``[len(input_hashes), width]``: the vectors of ``input_hashes`` in ``space_key``, in that order
+        (a copy).
+
+        Raises:
+            KeyError: a hash has no vector in the space (ask :meth:`missing` first).
+        """
+        space = self._spaces.get(space_key)
+        if space is None:
+            if input_hashes:
+                raise KeyError(input_hashes[0])
+            return np.empty((0, 0), dtype=np.float32)
+        matrix = space.compacted()
+        return matrix[[space.rows[digest] for digest in input_hashes]]
 
     def retain(self, keys: Iterable[VectorKey]) -> int:
         """Drop every vector whose key is not in ``keys`` (chunks edited or deleted, other spaces); return how many.

@@ -100,6 +100,7 @@ class VectorRows:
     """
 
     def __init__(self, store: Store, keys: Keyring, catalog: Catalog) -> None:
+        self._store = store
         self._table = VectorTable(store)
         self._keys = keys
         self._catalog = catalog
@@ -198,8 +199,8 @@ class VectorRows:
 
     def forget_all(self) -> int:
         """Delete every vector row of the home (``[rag] keep_vectors = false``, at daemon start: no key needed);
-        returns how many."""
-        return self._table.delete_all()
+        returns how many. A store of a later format is left untouched (0)."""
+        return 0 if self._store.too_new else self._table.delete_all()
 
 
 def drops(vault_key: bytes, record_ids: Sequence[str]) -> list[str]:

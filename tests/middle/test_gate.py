@@ -364,7 +364,7 @@ async def test_an_index_stops_at_its_budget_unless_it_runs_in_the_background_in_
     while job.active:
         await trio.sleep(0)
     assert (job.state, job.error) == ("done", None)
-    assert len(middle.index.vectors[middle.vault_id]) == 30
+    assert len(middle.index.embedded(middle.vault_id)) == 30
 
 
 async def test_searches_during_a_long_ingest_answer_from_an_epoch_no_older_than_their_start(

@@ -82,7 +82,7 @@ async def test_a_policy_change_cuts_a_running_background_index_and_drops_the_bat
         embed.release.set()
         await _dropped(middle, 1)  # the batch in flight answered, and its reply was dropped
 
-        assert len(embed.requests) == 1 and middle.index.vectors.get(middle.vault_id, set()) == set()
+        assert len(embed.requests) == 1 and middle.index.embedded(middle.vault_id) == set()
         with pytest.raises(MemoriesError) as refused:
             await middle.ok(p.RagIndex(vault="notes", background=True))
         assert refused.value.code == "device_only_vault" and len(embed.requests) == 1

@@ -52,7 +52,7 @@ async def test_a_pull_that_changes_the_vault_reindexes_it_in_the_background_with
         await a.ok(p.SyncPush(vault="notes"))
         assert (await b.ok(p.SyncPull(vault="shared"))).imported == 1
         assert [job.state for job in await _index_jobs(b)] == ["done", "done"]
-        assert b.index.vectors[joined.id] == {note.id, second.id}
+        assert b.index.embedded(joined.id) == {note.id, second.id}
 
 
 async def test_a_failing_timed_sync_is_shown_in_sync_status_and_the_timer_goes_on(

@@ -18,7 +18,7 @@ def test_every_worker_request_declares_its_reply_types() -> None:
     for request in get_args(w.WorkerRequestBody):
         assert request.reply_types, f"{request.__name__} declares no reply type"
         assert set(request.reply_types) <= replies, request.__name__
-    assert w.IndexQuery.reply_types == (w.IndexHits, w.IndexStale)
+    assert w.IndexQuery.reply_types == (w.IndexHits, w.IndexStale, w.VectorsWanted)
     assert w.EmbedBatch.reply_types == (w.Vectors,)
 
 
@@ -38,7 +38,15 @@ def test_worker_messages_carry_structs_not_encoded_bytes() -> None:
         if field.type in (bytes, bytes | None)
     }
     # Only float32 arrays travel as bytes; manifests and HTTP settings are structs.
-    assert raw == {"IndexStoreVectors.vectors", "IndexQuery.query_vector", "Vectors.vectors", "RemoteVectors.vectors"}
+    assert raw == {
+        "IndexStoreVectors.vectors",
+        "IndexLoadVectors.vectors",
+        "IndexQuery.query_vector",
+        "Vectors.vectors",
+        "RemoteVectors.vectors",
+    }
+    # A record's set for sealing is a struct of its own, its vectors float32 bytes too.
+    assert {f.name: f.type for f in msgspec.structs.fields(w.RecordVectorSet)}["vectors"] is bytes
 
 
 def test_a_worker_hit_is_not_a_citation() -> None:

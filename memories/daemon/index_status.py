@@ -1,0 +1,109 @@
+"""``rag status``: what is cached and embedded for a vault, where its vectors are kept and how its index job goes.
+
+It works while locked (then nothing is cached: lock restarts the index worker) and never builds, loads or embeds
+anything to answer: the index worker reports its cache as it is (a cache built since unlock whose kept vectors are
+not loaded yet says so, and ``missing`` is then unknown).
+"""
+
+from __future__ import annotations
+
+from memories import protocol as p
+from memories import worker_protocol as w
+from memories.daemon.backends import EmbeddingBackend
+from memories.daemon.cache_sync import CacheSync
+from memories.daemon.context import Handlers, RequestContext
+from memories.daemon.jobs import JobManager
+from memories.daemon.kept_vectors import KeptVectors
+from memories.daemon.store_gate import StoreGate
+from memories.daemon.workers import WorkerHandle
+from memories.limits import MAX_CACHED_VAULTS, MAX_CHUNKS, MAX_TEXT_BYTES, MAX_VECTOR_BYTES
+
+LIMITS = {
+    "chunks": MAX_CHUNKS,
+    "text_bytes": MAX_TEXT_BYTES,
+    "vector_bytes": MAX_VECTOR_BYTES,
+    "cached_vaults": MAX_CACHED_VAULTS,
+}
+"""The R-21 limits as ``rag status`` reports them."""
+
+
+class IndexStatus:
+    """``rag status`` for the daemon.
+
+    Args:
+        store: the store gate; jobs: the job queue (the vault's index job); cache_sync: the index worker's caches (a
+        vault over the R-21 limits); backend: the embedding backend; index: the index worker; kept: the vectors kept
+        in the home (where, and rows found damaged).
+    """
+
+    def __init__(
+        self,
+        store: StoreGate,
+        jobs: JobManager,
+        cache_sync: CacheSync,
+        backend: EmbeddingBackend,
+        index: WorkerHandle,
+        kept: KeptVectors,
+    ) -> None:
+        self._store = store
+        self._jobs = jobs
+        self._cache_sync = cache_sync
+        self._backend = backend
+        self._index = index
+        self._kept = kept
+
+    def handlers(self) -> Handlers:
+        """The requests this module answers."""
+        return {p.RagStatus: self.status}
+
+    async def status(self, request: p.RagStatus, ctx: RequestContext) -> p.RagStatusReport:
+        """``rag status``. The model's load warnings, a vault over the R-21 limits and kept vector rows that failed
+        authentication come along as warnings."""
+        vault = await self._store.resolve(request.vault)
+        locked = self._store.locked
+        records = None if locked else len(await self._store.eligible(vault))
+        backend = self._backend
+        model = await backend.state()
+        ctx.warnings.extend(backend.load_warnings())
+        too_large = self._cache_sync.too_large(vault)
+        if too_large:
+            ctx.warnings.append(f"searches fail until records are removed: {too_large}")
+        damaged = self._kept.damaged(vault)
+        if damaged and not locked:
+            ctx.warnings.append(
+                f"{damaged} sealed vector rows of vault {vault.name} failed authentication or could not be read; "
+                "they were skipped, and their chunks are embedded again"
+            )
+        space = await backend.space() if model.space_key is not None else None
+        reply = await self._index.call(w.IndexStatus(vault=vault.id, space=space))
+        return p.RagStatusReport(
+            vault=vault.id,
+            locked=locked,
+            records=records,
+            chunks=reply.chunks,
+            cache="warm" if reply.cached else "cold",
+            text_bytes=reply.text_bytes,
+            limits=LIMITS,
+            last_build=reply.last_build,
+            model=model,
+            embedded=reply.embedded,
+            missing=reply.missing if reply.cached and reply.loaded else None,
+            vector_bytes=reply.vector_bytes,
+            failed=reply.failed,
+            vectors="sealed in the home" if self._kept.keep else "memory only",
+            indexing=self._indexing(vault.id),
+        )
+
+    def _indexing(self, vault_id: str) -> p.IndexingState | None:
+        """The vault's running index job (the first, when several run), as ``rag status`` shows it."""
+        for job in self._jobs.active_jobs("index", vault_id):
+            if job.state == "running":
+                return p.IndexingState(
+                    job_id=job.id,
+                    background=job.background,
+                    done=job.done,
+                    total=job.total,
+                    rate=job.rate(),
+                    seconds_left=job.seconds_left(),
+                )
+        return None
