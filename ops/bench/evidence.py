@@ -1,9 +1,10 @@
-"""Where the vector evidence threshold of ``rag ask`` sits for a model: the cosine of each query's relevant chunk
-against its best irrelevant ones (issue 8, ``min_similarity``).
+"""The evidence rule of ``rag ask``, measured: where the vector threshold sits for a model (issue 8,
+``min_similarity``), and what the whole rule lets through in each mode (issue 22).
 
 Usage::
 
-    python -m ops.bench.evidence SET [SET ...] [--model-dir DIR] [--docs N] [--queries N] [--threads N] [--json]
+    python -m ops.bench.evidence SET [SET ...] [--model-dir DIR] [--docs N] [--queries N] [--threads N]
+        [--vector-cache FILE] [--json]
 
 ``SET`` is a retrieval set folder or the sample corpus folder, as for :mod:`ops.bench.quality` (several sets are
 pooled, and each is reported too). Without ``--model-dir`` the tiny test model is used (figures meaningless; the
@@ -23,7 +24,21 @@ cosine is at least ``t``, and the first :data:`LIMIT` such chunks are shown to t
 
 And the distributions (percentiles) of the relevant chunk's cosine (the best chunk of the best relevant
 document), of the best irrelevant chunk's and of the :data:`LIMIT`-th irrelevant chunk's, per query subset.
-The lexical half of the evidence rule (query-term coverage) is not measured here: it does not depend on the model.
+
+**The whole rule** (:func:`rule_figures`), as ``rag ask`` applies it: each document becomes the record ``rag
+ingest`` makes of it (``<id>.md``, titled by its heading, else by its file name), in the index worker's own cache
+(:class:`~memories.rag.pipeline.VaultCache`: chunks, BM25, vectors, fusion, reranker), and every query is searched
+with ``evidence`` as ``rag ask`` searches (its BM25 query and the evidence filter, ``--limit 8``), in ``bm25``,
+``vector`` and ``hybrid`` modes. The same three figures: *found* (a chunk of a relevant document is shown),
+*precision* (share of the shown chunks that are relevant) and *reaches the model without the answer*: the queries
+are split in :data:`FOLDS` folds, and each fold is asked of a cache without the relevant documents of its queries
+(so about a tenth of the answers are missing for each query, not only its own: a query sees slightly fewer
+distractors than in the full set). Per mode and, for the vector and hybrid modes, per threshold of
+:data:`RULE_THRESHOLDS`.
+
+``--vector-cache FILE`` keeps the chunk vectors (by the model input's hash, so valid for any code version with the
+same recipe and model) in an ``.npz`` outside the repository, so a rule can be measured before and after a change
+without embedding again.
 """
 
 from __future__ import annotations
@@ -40,10 +55,13 @@ from typing import Any
 
 import numpy as np
 
+from memories import worker_protocol as w
 from memories.config import DEFAULT_LOCAL_THREADS, RagConfig
-from memories.models.embedding import document_input, query_input
+from memories.models.embedding import DOCUMENT_PREFIX, document_input, query_input
 from memories.models.telemetry import disable_telemetry_environment
 from memories.rag.notes import note_chunks
+from memories.rag.pipeline import VaultCache
+from memories.rag.vectors import input_hash
 from ops.bench.embed import build_tiny_model
 from ops.bench.quality import Benchmark, load_set
 
@@ -51,7 +69,57 @@ LIMIT = 8
 """Chunks ``rag ask`` shows the generation service by default (``--limit``)."""
 THRESHOLDS = tuple(round(0.25 + 0.05 * step, 2) for step in range(11))
 """Candidate ``min_similarity`` values: 0.25 … 0.75."""
+RULE_THRESHOLDS = (0.45, 0.5, 0.55, 0.6, 0.65)
+"""``min_similarity`` values the whole rule is measured at, around the local default."""
 PERCENTILES = (5, 25, 50, 75, 95)
+FOLDS = 10
+"""Folds of the queries for "without the answer" (each fold asked of a cache without its queries' answers)."""
+SPACE = w.VectorSpace(key="bench", recipe=w.InputRecipe(prefix=DOCUMENT_PREFIX))
+RULE_MODES = ("bm25", "vector", "hybrid")
+
+
+class Vectors:
+    """Chunk vectors by model input key, embedded once (and kept in ``cache`` when given), and query vectors."""
+
+    def __init__(self, model_dir: Path, threads: int, cache: Path | None) -> None:
+        from memories.models.local_onnx import LocalOnnxEmbedder
+
+        defaults = RagConfig()
+        self._embedder = LocalOnnxEmbedder(
+            model_dir, threads=threads, max_tokens=defaults.max_tokens, batch_size=defaults.embed_batch_size
+        )
+        self._cache = cache
+        self.by_key: dict[str, np.ndarray] = {}
+        if cache is not None and cache.is_file():
+            with np.load(cache) as stored:
+                self.by_key = dict(zip(stored["keys"].tolist(), stored["vectors"], strict=True))
+
+    def texts(self, inputs: Sequence[str]) -> np.ndarray:
+        """float32[len(inputs), 768] for exact model inputs, embedding only those never seen (keyed as the index
+        worker keys them, :func:`~memories.rag.vectors.input_hash`)."""
+        keys = [input_hash(text) for text in inputs]
+        todo = {key: text for key, text in zip(keys, inputs, strict=True) if key not in self.by_key}
+        if todo:
+            for key, vector in zip(todo, self._embedder.embed(list(todo.values())), strict=True):
+                self.by_key[key] = vector
+            if self._cache is not None:
+                np.savez(self._cache, keys=np.array(list(self.by_key)), vectors=np.stack(list(self.by_key.values())))
+        return np.stack([self.by_key[key] for key in keys]) if keys else np.empty((0, 768), dtype=np.float32)
+
+    def fill(self, cache: VaultCache) -> None:
+        """Store a vector for every chunk of ``cache``, embedding only inputs never seen."""
+        plan = cache.missing(SPACE, 10**9)
+        self.texts([item.text for item in plan.inputs])
+        if plan.keys:
+            matrix = np.stack([self.by_key[key] for key in plan.keys]).astype(np.float32)
+            request = w.IndexStoreVectors(
+                vault=cache.vault_id, space_key=SPACE.key, keys=plan.keys, vectors=matrix.tobytes(), dimension=768
+            )
+            cache.store_vectors(request)
+
+    def queries(self, texts: Sequence[str]) -> np.ndarray:
+        """float32[len(texts), 768] query vectors (the model card's query prompt)."""
+        return self.texts([query_input(text) for text in texts])
 
 
 @dataclass(frozen=True)
@@ -65,22 +133,16 @@ class QueryCosines:
     irrelevant: np.ndarray
 
 
-def cosines(benchmark: Benchmark, model_dir: Path, threads: int) -> list[QueryCosines]:
+def cosines(benchmark: Benchmark, vectors: Vectors) -> list[QueryCosines]:
     """Embed ``benchmark`` with the product's recipe and return every query's cosines, split by relevance."""
-    from memories.models.local_onnx import LocalOnnxEmbedder
-
-    defaults = RagConfig()
-    embedder = LocalOnnxEmbedder(
-        model_dir, threads=threads, max_tokens=defaults.max_tokens, batch_size=defaults.embed_batch_size
-    )
     owners: list[str] = []
     inputs: list[str] = []
     for document in benchmark.documents:
         for chunk in note_chunks(document.text):
             owners.append(document.id)
             inputs.append(document_input(document.title or None, chunk.text))
-    chunks = embedder.embed(inputs)
-    queries = embedder.embed([query_input(query.text) for query in benchmark.queries])
+    chunks = vectors.texts(inputs)
+    queries = vectors.queries([query.text for query in benchmark.queries])
     owner = np.array(owners)
     result = []
     for query, row in zip(benchmark.queries, queries @ chunks.T, strict=True):
@@ -169,6 +231,102 @@ def markdown(name: str, rows: Sequence[QueryCosines]) -> str:
     return "\n".join(lines)
 
 
+def index_records(benchmark: Benchmark) -> list[w.IndexRecord]:
+    """The records ``rag ingest`` makes of the documents as :func:`~ops.bench.quality.write_files` lays them out:
+    ``<id>.md``, titled by its heading, else by its file name."""
+    records = []
+    for document in benchmark.documents:
+        name = f"{document.id}.md"
+        body = f"# {document.title}\n\n{document.text}\n" if document.title else f"{document.text}\n"
+        title = document.title or name
+        records.append(w.IndexRecord(id=document.id, revision=1, kind="card", title=title, body=body, source=name))
+    return records
+
+
+def _cache(records: Sequence[w.IndexRecord], vectors: Vectors) -> VaultCache:
+    cache = VaultCache("bench")
+    cache.apply(list(records), [])
+    cache.stamp(1)
+    vectors.fill(cache)
+    return cache
+
+
+def _shown(
+    cache: VaultCache, query: str, vector: np.ndarray, mode: str, threshold: float | None, limit: int
+) -> list[str]:
+    """The record ids of the chunks ``rag ask`` would show for ``query`` (first ``limit``), in rank order."""
+    request = w.IndexQuery(
+        vault="bench",
+        epoch=1,
+        query=query,
+        mode=mode,  # type: ignore[arg-type]
+        match_mode="any",
+        limit=limit,
+        cards_only=False,
+        no_rerank=False,
+        space=None if mode == "bm25" else SPACE,
+        query_vector=None if mode == "bm25" else vector.astype(np.float32).tobytes(),
+        evidence=w.Evidence(None if mode == "bm25" else threshold),
+    )
+    return [hit.asset_id for hit in cache.search(request)]
+
+
+def rule_figures(benchmark: Benchmark, vectors: Vectors) -> dict[str, dict[str, float]]:
+    """Found, precision and reaches-the-model-without-the-answer of the whole evidence rule (module docstring),
+    keyed ``bm25``, ``vector@0.55``, ``hybrid@0.55``…"""
+    records = index_records(benchmark)
+    full = _cache(records, vectors)
+    queries = benchmark.queries
+    query_vectors = vectors.queries([query.text for query in queries])
+    settings: list[tuple[str, float | None]] = [("bm25", None)]
+    settings += [(mode, threshold) for mode in RULE_MODES[1:] for threshold in RULE_THRESHOLDS]
+    found = {setting: 0 for setting in settings}
+    shown = {setting: 0 for setting in settings}
+    relevant = {setting: 0 for setting in settings}
+    reaches = {setting: 0 for setting in settings}
+    for query, vector in zip(queries, query_vectors, strict=True):
+        for mode, threshold in settings:
+            ids = _shown(full, query.text, vector, mode, threshold, LIMIT)
+            hits = sum(1 for record in ids if query.relevance.get(record, 0) > 0)
+            found[mode, threshold] += hits > 0
+            shown[mode, threshold] += len(ids)
+            relevant[mode, threshold] += hits
+    for fold in range(FOLDS):
+        members = [index for index in range(len(queries)) if index % FOLDS == fold]
+        answers = {doc for index in members for doc in queries[index].relevance}
+        held_out = _cache([record for record in records if record.id not in answers], vectors)
+        for index in members:
+            for mode, threshold in settings:
+                alone = _shown(held_out, queries[index].text, query_vectors[index], mode, threshold, 1)
+                reaches[mode, threshold] += bool(alone)
+    count = len(queries)
+    return {
+        mode if threshold is None else f"{mode}@{threshold:.2f}": {
+            "found": found[mode, threshold] / count,
+            "precision": relevant[mode, threshold] / shown[mode, threshold] if shown[mode, threshold] else 1.0,
+            "reaches_without_answer": reaches[mode, threshold] / count,
+            "shown_per_query": shown[mode, threshold] / count,
+        }
+        for mode, threshold in settings
+    }
+
+
+def rule_markdown(name: str, queries: int, figures: dict[str, dict[str, float]]) -> str:
+    """The whole rule's figures of one set as a Markdown table."""
+    lines = [
+        f"**{name}** ({queries} queries): the evidence rule as `rag ask` applies it, `--limit {LIMIT}`",
+        "",
+        "| mode | found | precision | reaches the model without the answer | chunks shown per query |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for setting, row in figures.items():
+        lines.append(
+            f"| {setting} | {row['found']:.3f} | {row['precision']:.3f} | {row['reaches_without_answer']:.3f} | "
+            f"{row['shown_per_query']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     """The command line of the module docstring; returns the exit status."""
     disable_telemetry_environment()
@@ -179,6 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--docs", type=int, help="keep at most N documents per set")
     parser.add_argument("--queries", type=int, help="keep the first N queries per set")
     parser.add_argument("--threads", type=int, default=min(DEFAULT_LOCAL_THREADS, cores))
+    parser.add_argument("--vector-cache", type=Path, help="an .npz that keeps the chunk vectors between runs")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
     try:
@@ -188,12 +347,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     with tempfile.TemporaryDirectory(prefix="memories-bench-") as scratch:
         model_dir = args.model_dir or build_tiny_model(Path(scratch) / "tiny-model")
-        per_set = {benchmark.name: cosines(benchmark, model_dir, args.threads) for benchmark in benchmarks}
+        vectors = Vectors(model_dir, args.threads, args.vector_cache)
+        per_set = {benchmark.name: cosines(benchmark, vectors) for benchmark in benchmarks}
+        rules = {benchmark.name: rule_figures(benchmark, vectors) for benchmark in benchmarks}
     pooled = [row for rows in per_set.values() for row in rows]
     model = str(args.model_dir) if args.model_dir else "tiny test model"
     if args.json:
         figures: dict[str, Any] = {
-            name: {"distributions": distributions(rows), "thresholds": threshold_table(rows)}
+            name: {"distributions": distributions(rows), "thresholds": threshold_table(rows), "rule": rules[name]}
             for name, rows in per_set.items()
         }
         if len(per_set) > 1:
@@ -203,6 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     parts = [f"model {model}"] + [markdown(name, rows) for name, rows in per_set.items()]
     if len(per_set) > 1:
         parts.append(markdown("pooled", pooled))
+    parts += [rule_markdown(name, len(per_set[name]), figures) for name, figures in rules.items()]
     print("\n\n".join(parts))
     return 0
 

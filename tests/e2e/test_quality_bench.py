@@ -114,3 +114,10 @@ def test_evidence_benchmark_reports_each_threshold_and_the_distributions(
     percentiles = figures["distributions"]["all"]["relevant"]
     assert len(percentiles) == len(evidence.PERCENTILES) and percentiles == sorted(percentiles)
     assert set(figures["distributions"]) == {"all", "en2en"}
+    # The whole rule, per mode: each query's own note holds its every word, so bm25 finds it, and a higher bar
+    # never lets more through.
+    rule = figures["rule"]
+    assert rule["bm25"]["found"] == 1.0
+    for mode in ("vector", "hybrid"):
+        reaching = [rule[f"{mode}@{t:.2f}"]["reaches_without_answer"] for t in evidence.RULE_THRESHOLDS]
+        assert reaching == sorted(reaching, reverse=True), mode
