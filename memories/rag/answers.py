@@ -6,10 +6,12 @@
                                                                                │
     answer + citations ◀─ parse_answer (one JSON object; labels checked) ◀─────┘
 
-- **Evidence**: a chunk whose analyzed terms cover at least half of the query's distinct terms of two or more
-  characters (all of them when the query has only one-character terms), or, in vector and hybrid modes, whose
-  cosine reaches the backend's ``min_similarity``. A nearest neighbour is not evidence by itself; with no evidence
-  the service is not called.
+- **Evidence**: a chunk that holds at least half of the weight of the question's content terms
+  (:class:`QuestionTerms`: stop words and question words removed, :mod:`memories.rag.stopwords`; terms of two or
+  more characters, or all of them, and then every one, when the question has only one-character terms; each
+  weighted by a smoothed idf over the vault), or, in vector and hybrid modes, whose cosine reaches the backend's
+  ``min_similarity``. A nearest neighbour is not evidence by itself; with no evidence the service is not called.
+  ``rag ask``'s BM25 query is the content terms too (:mod:`memories.rag.pipeline`).
 - **Prompt**: the question and the sources as one JSON document (so no source text can close a delimiter), with
   a system message saying they are untrusted data, that no tools exist, and the reply shape.
 - **Reply**: one JSON object ``{"answer": str, "citations": ["S1", ...]}``, found as servers really return it
@@ -22,11 +24,15 @@
 from __future__ import annotations
 
 import json
+import math
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from memories.rag.fusion import Candidate, QueryFacts, held
 from memories.rag.replies import answer_object, invalid_output
+from memories.rag.stopwords import content_terms
 
 SYSTEM_PROMPT = (
     "You answer a question from the user's own notes. The user message is a JSON document with the question and "
@@ -49,7 +55,10 @@ it for a remote backend).
   generation service; at 0.50 those are 95 %, 53 % and 41 %, at 0.60 82 %, 85 % and 12 %. 0.55 halves the calls
   made on unrelated text for a loss of 5 points of recall; a question the rule misses still has its lexical half
   (term coverage), and a call on unrelated text is answered ``insufficient_evidence`` when the model cites
-  nothing.
+  nothing. Re-checked with the whole rule of issue 22 (question words dropped, idf weights) on four development
+  sets (964 queries, hybrid mode, ``--limit 8``): at 0.55 a relevant chunk is shown for 89 % of the questions,
+  37 % of the shown chunks are relevant and 46 % of unanswerable questions still reach the service; 0.50 gives
+  94 %, 33 % and 60 %, 0.60 gives 81 %, 39 % and 39 %: 0.55 stays.
 - ``gemini`` and ``compatible`` cannot be measured here (no network, no key, and a compatible server runs
   whatever model its owner chose). They keep the reasons they were set with, unverified here: Gemini's
   embeddings sit higher than EmbeddingGemma's (unrelated pairs around 0.5-0.6), hence 0.7; a compatible model is
@@ -80,31 +89,72 @@ class Source:
     text: str
 
 
-def evidence_terms(query_terms: Sequence[str]) -> tuple[frozenset[str], float]:
-    """The query terms that count and the share of them a chunk must hold: terms of two or more characters and
-    half of them, or, when every term is one character, all of them.
+EVIDENCE_SHARE = 0.5
+"""Share of a question's content weight a chunk must hold to be lexical evidence: half of what it asks."""
 
-    >>> sorted(evidence_terms(["数据库", "迁移", "的"])[0]), evidence_terms(["栈", "堆"])[1]
-    (['数据库', '迁移'], 1.0)
+
+@dataclass(frozen=True)
+class QuestionTerms:
+    """The terms of a question that count as lexical evidence, with their weights, and the share of the total
+    weight a chunk must hold (:data:`EVIDENCE_SHARE`, or all of it for a question of one-character terms).
+
+    A term's weight is scikit-learn's smoothed idf (``TfidfTransformer(smooth_idf=True)``) over the vault's
+    ``N`` chunks, with a term no chunk holds counted as held by one::
+
+        weight(t) = 1 + ln((1 + N) / (1 + max(n(t), 1)))        n(t): chunks holding t
+
+    So a word most chunks hold (a project's name in every note) weighs little in a large vault, every word weighs
+    about the same in a small one (a vault of a few notes cannot tell which words are common: in one note, each
+    weighs 1 and the rule is "half of the content words"), and a word the vault never writes weighs as much as its
+    rarest one, not more: being absent from every chunk says nothing about which chunk is about the question.
     """
-    long_terms = frozenset(term for term in query_terms if len(term) >= 2)
-    if long_terms:
-        return long_terms, 0.5
-    return frozenset(query_terms), 1.0
+
+    weights: dict[str, float]
+    share: float
+
+    @classmethod
+    def of(cls, query_terms: Sequence[str], chunks: int, holding: Mapping[str, int]) -> QuestionTerms:
+        """The question's terms over a vault of ``chunks`` chunks, ``holding[t]`` of which hold ``t``.
+
+        >>> asked = QuestionTerms.of(["what", "is", "数据库", "迁移", "的"], 1, {"数据库": 1})
+        >>> asked.weights, asked.share
+        ({'数据库': 1.0, '迁移': 1.0}, 0.5)
+        >>> QuestionTerms.of(["栈", "和", "堆"], 10, {}).share
+        1.0
+        """
+        content = content_terms(query_terms)
+        long_terms = [term for term in content if len(term) >= 2]
+        terms, share = (long_terms, EVIDENCE_SHARE) if long_terms else (list(content), 1.0)
+        weights = {term: 1 + math.log((1 + chunks) / (1 + max(holding.get(term, 0), 1))) for term in terms}
+        return cls(weights, share)
+
+    def held_by(self, held: Collection[str]) -> bool:
+        """Whether a chunk holding the terms ``held`` holds the share of the weight (never for a question of stop
+        words only).
+
+        >>> QuestionTerms({"backup": 1.0, "restic": 1.0}, 0.5).held_by({"restic", "snapshot"})
+        True
+        """
+        total = sum(self.weights.values())
+        kept = sum(weight for term, weight in self.weights.items() if term in held)
+        return total > 0 and kept >= self.share * total * (1 - 1e-9)
 
 
 def is_evidence(
-    query_terms: Sequence[str], chunk_terms: frozenset[str], cosine: float | None, min_similarity: float | None
+    asked: QuestionTerms, chunk: Candidate[Any], cosine: float | None, min_similarity: float | None
 ) -> bool:
-    """Whether a chunk may be shown to the generation service (see the module docstring).
+    """Whether a chunk may be shown to the generation service (see the module docstring). What the chunk holds of
+    the question is what fusion counts (:func:`memories.rag.fusion.held`: its terms, or a Han term written in its
+    text however Jieba cut it).
 
-    >>> is_evidence(["backup", "restic"], frozenset({"restic", "snapshot"}), None, None)
+    >>> asked = QuestionTerms({"backup": 1.0, "restic": 1.0}, 0.5)
+    >>> is_evidence(asked, Candidate("c", {"snapshot"}), 0.31, 0.5), is_evidence(asked, Candidate("c", ()), 0.62, 0.5)
+    (False, True)
+    >>> bank = QuestionTerms({"人民银行": 1.0}, 0.5)
+    >>> is_evidence(bank, Candidate("c", {"中国人民银行"}, "中国人民银行发布"), None, None)
     True
-    >>> is_evidence(["backup", "restic"], frozenset({"snapshot"}), 0.31, 0.5)
-    False
     """
-    terms, share = evidence_terms(query_terms)
-    if terms and len(terms & chunk_terms) >= share * len(terms):
+    if asked.held_by(held(QueryFacts(asked.weights), chunk)):
         return True
     return cosine is not None and min_similarity is not None and cosine >= min_similarity
 

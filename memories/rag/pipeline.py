@@ -19,8 +19,9 @@ when one ranking is empty the other's order is kept. Ties: BM25 by record id the
 order of the chunks in the vault; RRF by best rank, then the BM25 rank.
 
 Chunks reach the model as :func:`model_input` names them, by the embedding backend's recipe (for EmbeddingGemma,
-the model card's document prompt). With ``evidence`` (``rag ask``), only chunks that are evidence come back
-(:func:`memories.rag.answers.is_evidence`).
+the model card's document prompt). With ``evidence`` (``rag ask``), the BM25 query is the question's content terms
+(:func:`memories.rag.stopwords.content_terms`: *what does the note say about* asks nothing of BM25), and only
+chunks that are evidence come back (:func:`memories.rag.answers.is_evidence`); ``rag search`` ranks as before.
 """
 
 from __future__ import annotations
@@ -37,9 +38,10 @@ from memories.errors import MemoriesError
 from memories.models.embedding import estimated_tokens
 from memories.protocol import EmbedFailure
 from memories.rag.analysis import AnalyzedQuery, analyze_query, highlight_spans, text_language, written_forms
-from memories.rag.answers import is_evidence
+from memories.rag.answers import QuestionTerms, is_evidence
 from memories.rag.explain import explanation
 from memories.rag.fusion import Candidate, QueryFacts, Trace, fuse, prefer_script, rerank
+from memories.rag.stopwords import content_terms
 from memories.rag.vault_index import ChunkRow, VaultIndex
 from memories.rag.vectors import VectorStore, input_hash
 
@@ -180,6 +182,8 @@ class VaultCache:
                 ``record_not_found`` or ``invalid_argument`` (see :meth:`_named`).
         """
         query = analyze_query(request.query)
+        if request.evidence is not None:  # rag ask
+            asked, query = _asked(self.index, query)
         facts = QueryFacts(
             weights=self.index.term_weights(query),
             phrase=query.phrase,
@@ -195,7 +199,7 @@ class VaultCache:
             ranked = [
                 (rowid, score)
                 for rowid, score in ranked
-                if is_evidence(query.terms, self.index.row(rowid).terms, traces[rowid].cosine, threshold)
+                if is_evidence(asked, self._candidate(rowid), traces[rowid].cosine, threshold)
             ]
         shown = ranked[: request.limit]
         hits = [_hit(self.index.row(rowid), score, query if request.highlight else None) for rowid, score in shown]
@@ -377,6 +381,14 @@ class VaultCache:
         if key is None:
             key = keys[row.rowid] = input_key(model_input(row, recipe))
         return key
+
+
+def _asked(index: VaultIndex, query: AnalyzedQuery) -> tuple[QuestionTerms, AnalyzedQuery]:
+    """``rag ask``'s question terms over the vault (the evidence rule), and its BM25 query: the question's content
+    terms, or all of them when it has none (a question of stop words then finds no lexical evidence anyway)."""
+    content = content_terms(query.terms)
+    asked = QuestionTerms.of(query.terms, index.stats().chunks, index.term_chunks(query))
+    return asked, AnalyzedQuery(terms=content, phrase=query.phrase) if content else query
 
 
 def model_input(row: ChunkRow, recipe: w.InputRecipe) -> w.ModelInput:

@@ -177,6 +177,19 @@ def test_ask_answers_with_checked_citations(home: HomeDir, model_server: ModelSe
     assert "pasta" not in json.dumps(call.body)
 
 
+def test_a_natural_question_to_a_one_note_vault_is_answered_in_bm25_mode(
+    home: HomeDir, model_server: ModelServer
+) -> None:
+    """Issue 22: its words of asking (what, does, the, say, about) made the note holding every content word cover
+    three of eight query words, and the ask was insufficient_evidence."""
+    _start(home, _generation(model_server))
+    record = _add(home, "Calibration", "ZEBRAMARK calibration evidence: drift stayed under 0.2 % across three runs.")
+
+    answer = home.ok("rag", "ask", "notes", "What does the evidence say about ZEBRAMARK calibration?", "--mode", "bm25")
+
+    assert answer["status"] == "answered" and [c["asset_id"] for c in answer["citations"]] == [record]
+
+
 @pytest.mark.parametrize(
     ("change", "generations", "status"),
     [

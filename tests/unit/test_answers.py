@@ -9,25 +9,87 @@ import json
 
 import pytest
 
+from memories import worker_protocol as w
 from memories.errors import MemoriesError
 from memories.models import generation, rerank
 from memories.models.generation import COMPATIBLE, GEMINI
 from memories.models.rerank import reranked_order
-from memories.rag import answers, replies
-from memories.rag.answers import is_evidence, parse_answer, select_sources
+from memories.rag import answers, replies, stopwords
+from memories.rag.analysis import analyze_query
+from memories.rag.answers import QuestionTerms, is_evidence, parse_answer, select_sources
+from memories.rag.fusion import Candidate
+from memories.rag.pipeline import VaultCache
 
 
-@pytest.mark.parametrize("module", [answers, replies, generation, rerank])
+@pytest.mark.parametrize("module", [answers, replies, stopwords, generation, rerank])
 def test_doctests(module: object) -> None:
     assert doctest.testmod(module).failed == 0  # type: ignore[arg-type]
 
 
 def test_evidence_needs_half_of_the_longer_terms_or_the_similarity() -> None:
-    assert is_evidence(["postgres", "vacuum", "a"], frozenset({"vacuum"}), None, None)
-    assert not is_evidence(["postgres", "vacuum", "tuning"], frozenset({"vacuum"}), None, None)
-    assert is_evidence(["postgres", "vacuum", "tuning"], frozenset(), 0.7, 0.6)
-    assert not is_evidence(["栈", "堆"], frozenset({"栈"}), None, None)
-    assert is_evidence(["栈", "堆"], frozenset({"栈", "堆"}), None, None)
+    def asked(terms: list[str]) -> QuestionTerms:
+        return QuestionTerms.of(terms, 1, {})
+
+    assert is_evidence(asked(["postgres", "vacuum", "a"]), Candidate("c", {"vacuum"}), None, None)
+    assert not is_evidence(asked(["postgres", "vacuum", "tuning"]), Candidate("c", {"vacuum"}), None, None)
+    assert is_evidence(asked(["postgres", "vacuum", "tuning"]), Candidate("c", ()), 0.7, 0.6)
+    assert not is_evidence(asked(["栈", "堆"]), Candidate("c", {"栈"}), None, None)
+    assert is_evidence(asked(["栈", "和", "堆"]), Candidate("c", {"栈", "堆"}), None, None)
+
+
+def _terms(text: str) -> list[str]:
+    return list(analyze_query(text).terms)
+
+
+@pytest.mark.parametrize(
+    ("question", "note"),
+    [
+        (
+            "What does the evidence say about ZEBRAMARK calibration?",
+            "ZEBRAMARK calibration evidence: drift under 0.2 %",
+        ),
+        ("How do I restore a restic snapshot on the NAS?", "Restore: restic restore latest --target /srv (NAS)"),
+        (
+            "Could you tell me whether my notes mention Kubernetes ingress?",
+            "Kubernetes ingress: nginx, TLS via cert-manager",
+        ),
+        ("数据库迁移是什么？", "数据库迁移：先备份，再运行脚本"),
+        ("為什麼要用哪些方法做資料庫遷移？", "数据库迁移的方法：蓝绿部署"),
+        ("如何配置反向代理？", "反向代理配置：nginx 的 proxy_pass"),
+    ],
+)
+def test_question_words_carry_nothing(question: str, note: str) -> None:
+    """Issue 22 item 3: a one-note vault whose note holds every content word of a natural question is evidence;
+    the question's words of asking (what, does, say; 什么, 为什么, 哪些, 如何) no longer count against it."""
+    asked = QuestionTerms.of(_terms(question), 1, dict.fromkeys(_terms(note), 1))
+
+    assert asked.held_by(set(_terms(note))), asked.weights
+
+
+def test_a_word_most_chunks_hold_weighs_little_in_a_large_vault() -> None:
+    """The project's name in every note is not what a question about it asks; in a vault of three notes it still
+    counts as much as any word (three notes cannot tell which words are common)."""
+    question = _terms("Kubernetes ingress certificates")
+    large = QuestionTerms.of(question, 2000, {"kubernetes": 1900, "ingress": 12, "certificates": 30})
+    small = QuestionTerms.of(question, 3, {"kubernetes": 3, "ingress": 1})
+
+    assert not large.held_by({"kubernetes", "pods"}) and large.held_by({"ingress", "certificates"})
+    assert small.held_by({"kubernetes", "certificates"})
+    assert large.weights["certificates"] < large.weights["ingress"]
+
+
+def test_a_word_no_chunk_holds_weighs_as_the_rarest_one() -> None:
+    """A question in other words than the note (calibrate, calibration) keeps half: the absent word is not the
+    most telling one."""
+    asked = QuestionTerms.of(_terms("calibrate zebramark"), 500, {"zebramark": 1})
+
+    assert asked.weights["calibrate"] == asked.weights["zebramark"] and asked.held_by({"zebramark"})
+
+
+def test_a_question_of_stop_words_only_is_never_lexical_evidence() -> None:
+    asked = QuestionTerms.of(_terms("What is this about?"), 10, {"what": 10, "this": 10})
+
+    assert asked.weights == {} and not is_evidence(asked, Candidate("c", {"what", "is", "this", "about"}), None, None)
 
 
 def test_sources_stop_at_the_context_limit() -> None:
@@ -166,3 +228,32 @@ def test_bad_rerank_replies_fail(reply: object, phrase: str) -> None:
         reranked_order(reply, 3, 2)
 
     assert phrase in caught.value.message
+
+
+def _ask_bm25(notes: dict[str, str], question: str) -> list[str]:
+    """The record ids ``rag ask`` shows for ``question`` in bm25 mode: the index worker's own cache and query."""
+    cache = VaultCache("v")
+    cache.apply([w.IndexRecord(id=i, revision=1, kind="card", title=i, body=body) for i, body in notes.items()], [])
+    cache.stamp(1)
+    request = w.IndexQuery(
+        vault="v", epoch=1, query=question, mode="bm25", match_mode="any", limit=8, cards_only=False,
+        no_rerank=False, evidence=w.Evidence(),
+    )  # fmt: skip
+    return [hit.asset_id for hit in cache.search(request)]
+
+
+def test_the_one_note_question_of_the_issue_is_evidence_in_bm25_mode() -> None:
+    """Issue 22: what, does, the, say, about counted as query words, so the note holding every content word held
+    three of eight and the ask was insufficient_evidence without calling the service."""
+    notes = {"n1": "ZEBRAMARK calibration evidence: drift stayed under 0.2 % across three runs."}
+
+    assert _ask_bm25(notes, "What does the evidence say about ZEBRAMARK calibration?") == ["n1"]
+    assert _ask_bm25(notes, "What does the evidence say about kubernetes ingress?") == []
+
+
+def test_rag_asks_bm25_query_is_its_content_words() -> None:
+    """A chunk that shares only the question's words of asking is not found, let alone shown."""
+    notes = {"asking": "What does it say? How about that.", "answer": "Restic snapshots are pruned weekly."}
+
+    assert _ask_bm25(notes, "What does the note say about restic snapshots?") == ["answer"]
+    assert _ask_bm25(notes, "什么是什么？") == []
