@@ -7,7 +7,8 @@
     master key ──AES-256-GCM wrap, AAD = (vault id, device-only policy, name)──▶ vault data key (random, 32 bytes)
     vault data key ──AES-256-GCM, AAD = (vault id, record id, revision, parents, deletion, time, field)──▶ field
     vault data key ──AES-256-GCM, AAD = (vault id)──▶ the vault's head set
-    vault data key ──HKDF-SHA256(info)──▶ keys of one use: sync payloads, sealed vectors, vector row ids
+    vault data key ──HKDF-SHA256(info)──▶ keys of one use: sync payloads, sealed vectors, vector row ids, card ids
+    vault data key ──AES-256-GCM, AAD = (vault id, watch id)──▶ a watched folder's registration and state
 
 A revision's id is the SHA-256 of its sealed form (:func:`revision_id`): the clear fields bound by the
 associated data and both field ciphertexts, so the id names exactly one sealed revision and its place in the
@@ -208,6 +209,27 @@ def vectors_aad(layout: int, vault_id: str, row_id: str) -> bytes:
     """Associated data of a sealed vector row (:mod:`memories.vault.vectors`): bound to the rows' layout version, the
     vault id and the row id, so a blob copied to another row or vault fails authentication."""
     return msgspec.msgpack.encode([FORMAT, "vectors", layout, vault_id, row_id])
+
+
+def watch_aad(vault_id: str, watch_id: str) -> bytes:
+    """Associated data of a watched folder's sealed registration: bound to its vault and its id, so one watch's
+    registration cannot stand in for another's."""
+    return msgspec.msgpack.encode([FORMAT, "watch", vault_id, watch_id])
+
+
+def card_id_key(vault_key: bytes, vault_id: str) -> bytes:
+    """The key that names an imported file's card (:func:`card_id`), derived from the vault key (:func:`derive_key`)
+    with its own info, so the vault key itself is only ever an AES-GCM key."""
+    return derive_key(vault_key, b"memories/v1 card ids " + vault_id.encode())
+
+
+def card_id(id_key: bytes, source: str) -> str:
+    """The record id of the card a file at ``source`` (the path relative to its folder) gets when it is imported
+    first: HMAC-SHA256 under :func:`card_id_key`, 16 hex digits (a record id's form). Two devices that import the
+    same note of one synced notes folder before either has pulled the other's card give it the same id, so the two
+    first revisions are siblings of one record, not two cards; without the vault key the id says nothing of the
+    path."""
+    return hmac.new(id_key, source.encode("utf-8", "surrogateescape"), hashlib.sha256).hexdigest()[:16]
 
 
 def grant_terms_aad(grant_id: str, token_hash: bytes) -> bytes:

@@ -101,6 +101,9 @@ CODES: dict[str, str] = {
     "folder.",
     # Sync
     "sync_folder_in_use": "The sync folder already holds a vault; join it or choose another folder.",
+    "watch_not_found": "No watched folder of that vault is that folder; `rag watch list` shows them.",
+    "watch_paused": "A watched folder's watch paused (its folder vanished, was replaced or became unreadable, or more "
+    "files were deleted than the deletion rules allow); nothing is deleted until `rag watch VAULT DIR --resume`.",
     "sync_folder_error": "The sync folder's file system failed, or payloads/ or devices/ in it is not a folder; the "
     "timed sync shows it in `sync status` and tries again.",
 }

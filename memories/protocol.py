@@ -21,12 +21,14 @@ from msgspec import Meta
 
 from memories.limits import MAX_QUERY_BYTES, MAX_RESULTS
 
-PROTOCOL_VERSION = 6
+PROTOCOL_VERSION = 7
 """2: the daemon sends :class:`Heartbeat` frames while a request runs. 3: ``rag ask`` and ``memory_ask`` replies
 say ``answer_truncated`` (a client of 3 cannot read the replies of a daemon of 2: ``restart it`` says so).
 4: :class:`ToolStatus`, which a daemon of 3 cannot read. 5: the requests ``rag bench`` and ``rag explain``, which a
 daemon of 4 cannot decode. 6: ``rag status`` says where vectors are kept and how the vault's background index job is
-going, ``jobs`` a job's rate and time left (a daemon of 5 would leave them at their defaults, which would mislead)."""
+going, ``jobs`` a job's rate and time left (a daemon of 5 would leave them at their defaults, which would mislead).
+7: watched folders (``rag watch|unwatch``, their state in ``daemon status`` and ``rag status``; ``memory list``
+says a card's file is missing)."""
 
 HEARTBEAT_SECONDS = 1.0
 """While a request runs the daemon sends a frame (progress or :class:`Heartbeat`) at least this often."""
@@ -47,7 +49,10 @@ SearchMode = Literal["bm25", "vector", "hybrid"]
 JobState = Literal["queued", "running", "cancelling", "done", "failed", "cancelled"]
 """``cancelling``: cut (cancel, lock, a revoke...) while its last step is still ending; then ``cancelled`` or
 ``failed``."""
-IngestStatus = Literal["added", "updated", "moved", "unchanged", "refused", "skipped"]
+IngestStatus = Literal["added", "updated", "moved", "unchanged", "refused", "skipped", "deleted"]
+"""``deleted``: a watched folder's file is gone and its card was deleted (watches only)."""
+OnDelete = Literal["delete", "keep"]
+"""What a watched folder does with the card of a file that is gone."""
 GrantScope = Literal["search", "read", "retrieve", "ask"]
 """What a grant lets an AI client do: one MCP tool each (``memory_search``, ``memory_read``, ``memory_retrieve``,
 ``memory_ask``)."""
@@ -202,6 +207,35 @@ class RagIngest(_Message):
     title: str | None = None
     recursive: bool = False
     exclude: list[str] = []
+
+
+class RagWatch(_Message):
+    """``rag watch``: register ``folder`` (absolute) and import it at once as :class:`RagIngest` would; the daemon
+    then keeps the vault current while the home is unlocked. For a registered folder, ``resume`` resumes a paused
+    watch (what is still absent is deleted, within the deletion rules) and ``accept_deletions`` resumes it and
+    deletes what is absent, however much; either may change ``exclude``, ``recursive`` and ``on_delete`` when
+    given (``None``: as registered)."""
+
+    vault: str
+    folder: str
+    recursive: bool | None = None
+    exclude: list[str] | None = None
+    on_delete: OnDelete | None = None
+    resume: bool = False
+    accept_deletions: bool = False
+
+
+class RagWatchList(_Message):
+    """``rag watch list``: the watched folders (of ``vault`` when given); while locked only their number."""
+
+    vault: str | None = None
+
+
+class RagUnwatch(_Message):
+    """``rag unwatch``: stop watching ``folder`` (absolute); its cards stay."""
+
+    vault: str
+    folder: str
 
 
 class RagSearch(_Message):
@@ -467,6 +501,9 @@ Request = (
     | MemoryMove
     | MemorySearch
     | RagIngest
+    | RagWatch
+    | RagWatchList
+    | RagUnwatch
     | RagSearch
     | RagStatus
     | RagAsk
@@ -522,6 +559,45 @@ class WorkerInfo(msgspec.Struct):
     dumpable: bool | None = None
 
 
+class WatchInfo(msgspec.Struct):
+    """One watched folder. ``state``: ``watching`` (file system events), ``scanning`` (a periodic scan: the
+    watcher could not start, ``error`` says why), ``paused`` (``paused`` says why; nothing is imported or deleted
+    until ``rag watch VAULT DIR --resume``) or ``stopped`` (the home is locked). ``cards``: files imported as cards;
+    ``missing``: of those, files seen absent (kept, or waiting to be deleted); ``refused``: files refused (each
+    reported once, in ``error``). Times are Unix seconds."""
+
+    vault: str
+    vault_name: str
+    folder: str
+    recursive: bool
+    exclude: list[str]
+    on_delete: OnDelete
+    state: Literal["watching", "scanning", "paused", "stopped"]
+    cards: int
+    missing: int
+    refused: int
+    last_change: float | None
+    last_scan: float | None
+    paused: str | None = None
+    error: str | None = None
+
+
+class WatchReport(_Message):
+    """``rag watch``: the folder's watch and what its import (at registration or resume) did."""
+
+    watch: WatchInfo
+    results: list[IngestResult]
+    over_limit: ErrorInfo | None = None
+
+
+class WatchListing(_Message):
+    """``rag watch list``; ``count`` is known while locked, ``watches`` only while unlocked."""
+
+    locked: bool
+    count: int
+    watches: list[WatchInfo]
+
+
 class DaemonStatus(_Message):
     """``daemon status``; ``uptime`` in seconds, ``config_digest`` SHA-256 hex of config.toml (or "absent");
     ``dumpable`` whether the supervisor may dump core (``false`` once :mod:`memories.hardening` ran, ``null``
@@ -547,6 +623,10 @@ class DaemonStatus(_Message):
     dumpable: bool | None = None
     embedding_batches: int = 0
     """Embedding batches stored since the daemon started (a pull that changed nothing adds none)."""
+    watch_count: int = 0
+    """Watched folders registered in the home (known while locked too)."""
+    watches: list[WatchInfo] = []
+    """Each watched folder (empty while locked)."""
 
 
 class VaultInfo(_Message):
@@ -626,6 +706,9 @@ class RecordSummary(msgspec.Struct):
     title: str | None
     damaged: bool = False
     conflict: bool = False
+    missing: bool = False
+    """A card whose file a watched folder no longer has (kept: ``--on-delete keep``, a paused watch, or not yet
+    confirmed gone)."""
 
 
 class RecordListing(_Message):
@@ -812,6 +895,10 @@ class RagStatusReport(_Message):
     in memory only (R-19 as written)."""
     indexing: IndexingState | None = None
     """The vault's running index job, if one runs."""
+    watch_count: int = 0
+    """Folders watched into this vault (known while locked too)."""
+    watches: list[WatchInfo] = []
+    """Each of them (empty while locked)."""
 
 
 class EmbedFailure(msgspec.Struct):
@@ -1169,6 +1256,8 @@ Result = (
     | JobListing
     | JobStarted
     | IngestReport
+    | WatchReport
+    | WatchListing
     | SearchReport
     | MemorySearchReport
     | RagStatusReport

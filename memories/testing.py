@@ -51,6 +51,10 @@ class TestHooks(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
         hold_step: one worker step held until the worker is killed (:class:`HoldStep`).
         kill_after_payloads: the daemon kills itself (SIGKILL) after writing this many sync payloads: a crash
             between the writes of a push.
+        unreadable_folders_file: path of a file listing folders (one absolute path a line) that watched-folder scans
+            treat as unreadable (``EACCES``), read at every scan: root ignores ``chmod``, so CI cannot make one.
+        watcher_error: every watched folder's file watcher fails to start with this message (``ENOSPC``, as when
+            the inotify watch limit is reached), so watches fall back to periodic scans.
     """
 
     step_delay_seconds: dict[str, float] = {}
@@ -59,6 +63,8 @@ class TestHooks(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     clock_offset_file: str | None = None
     hold_step: HoldStep | None = None
     kill_after_payloads: int | None = None
+    unreadable_folders_file: str | None = None
+    watcher_error: str | None = None
 
 
 def load_hooks() -> TestHooks | None:
@@ -89,3 +95,19 @@ def grant_clock(hooks: TestHooks | None) -> Callable[[], float]:
         return time.time() + offset
 
     return shifted
+
+
+def unreadable_folders(hooks: TestHooks | None) -> Callable[[str], bool]:
+    """Whether a watched folder is to be treated as unreadable: never, except under ``unreadable_folders_file``."""
+    if hooks is None or hooks.unreadable_folders_file is None:
+        return lambda folder: False
+    path = hooks.unreadable_folders_file
+
+    def listed(folder: str) -> bool:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                return folder in {line.strip() for line in handle}
+        except OSError:
+            return False
+
+    return listed

@@ -114,11 +114,14 @@ class ParsedNote(msgspec.Struct, frozen=True):
             has neither (the ingest job then uses the file name).
         tags: the front matter's ``tags``.
         failure: the exception type when parsing this note failed unexpectedly (the ingest refuses that file).
+        date: the front matter's ``date``, else its ``created``, as ISO 8601 (:func:`memories.dates.note_date`);
+            ``None`` when it has neither or neither is a date (the ingest then uses the file's modification time).
     """
 
     title: str | None
     tags: list[str]
     failure: str | None = None
+    date: str | None = None
 
 
 class Explain(msgspec.Struct, frozen=True):

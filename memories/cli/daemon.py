@@ -30,6 +30,10 @@ def _show_status(document: dict) -> None:
     click.echo(f"jobs      {document['running_jobs']} running, {document['queued_jobs']} queued")
     if document["restart_needed"]:
         click.echo("restart   needed (settings on disk differ from the running ones)")
+    if document.get("watch_count"):
+        from memories.cli.watch import show_watches
+
+        show_watches(document["watches"], document["watch_count"], document["locked"])
     table(
         [
             [

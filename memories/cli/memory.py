@@ -238,7 +238,8 @@ def list_(session: Session, vault_ref: str, kind: p.RecordKind | None) -> None:
 
 def show_listing(document: dict) -> None:
     """``memory list`` as a table; a damaged record's title starts with ``DAMAGED (integrity_error)``, a record in
-    conflict's with ``CONFLICT`` (``memory read`` shows its versions)."""
+    conflict's with ``CONFLICT`` (``memory read`` shows its versions), a card whose watched file is gone with
+    ``MISSING``."""
     rows = [
         [
             r["id"],
@@ -247,6 +248,7 @@ def show_listing(document: dict) -> None:
             r["sensitivity"] or "?",
             ("DAMAGED (integrity_error) " if r["damaged"] else "")
             + ("CONFLICT " if r["conflict"] else "")
+            + ("MISSING " if r.get("missing") else "")
             + one_line(r["title"] or ""),
         ]
         for r in document["records"]

@@ -22,6 +22,7 @@ from memories.cli.output import (
     table,
 )
 from memories.cli.terminal import escape
+from memories.cli.watch import show_watches, unwatch, watch
 from memories.errors import EXIT_ERROR, EXIT_PARTIAL, MemoriesError
 from memories.limits import MAX_RESULTS, check_result_limit
 
@@ -424,6 +425,10 @@ def _bad_line(path: str, number: int, problem: str) -> MemoriesError:
     )
 
 
+rag.add_command(watch)
+rag.add_command(unwatch)
+
+
 @command(rag)
 @click.argument("vault_ref", metavar="VAULT")
 def status(session: Session, vault_ref: str) -> None:
@@ -467,6 +472,8 @@ def status(session: Session, vault_ref: str) -> None:
             click.echo(f"refused    {counted(document['failed'], 'chunk')} (too long for the embedding service)")
         limits = ", ".join(f"{k} {v:,}" for k, v in document["limits"].items())
         click.echo(f"limits     {limits}")
+        if document["watch_count"]:
+            show_watches(document["watches"], document["watch_count"], document["locked"])
 
     session.emit(*session.call(p.RagStatus(vault=vault_ref)), human)
 

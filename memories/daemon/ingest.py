@@ -1,8 +1,10 @@
 """``rag ingest``: UTF-8 Markdown and text files become general, encrypted knowledge cards (R-03, R-04, R-05).
 
 A folder gives the ``.md``/``.txt`` files directly in it, and with ``--recursive`` those of every subfolder;
-other files are reported ``skipped``; names starting with ``.`` (``.git``, ``.obsidian``) are not walked; a file
-reached twice in one run is read once (see :func:`_walk`);
+other files are reported ``skipped``; names starting with ``.`` (``.git``, ``.obsidian``) and a sync tool's or an
+editor's temporary and conflict files (:func:`is_temporary`) are not walked; a symbolic link whose target is outside
+the folder is ``skipped`` (a link is never followed out of the folder); a file reached twice in one run is read once
+(see :func:`_walk`);
 ``--exclude`` patterns are gitignore-style, matched against the path relative to the folder (a bare name matches
 at any depth). A file named explicitly must be text. Each file's ``source`` is its path relative to the folder
 given (``/``-separated), or its file name when named directly, as of the ingest that stored the card's latest
@@ -19,8 +21,11 @@ so byte offsets count from the first byte after it.
 
 from __future__ import annotations
 
+import datetime
+import fnmatch
 import logging
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +44,7 @@ from memories.files import UTF8_BOM, FileTooLarge, NotRegularFile, read_regular_
 from memories.limits import MAX_BODY_BYTES, body_too_large
 from memories.logs import log_failure
 from memories.vault.store import VaultRow
+from memories.vault.views import Note
 
 log = logging.getLogger("memories.ingest")
 
@@ -78,8 +84,36 @@ _MAGIC = (
 )
 
 
+TEMPORARY_NAMES = (
+    "*.tmp",  # many editors' and sync tools' files being written (Syncthing's ~syncthing~*.tmp too)
+    "~$*",  # Office's owner files
+    ".#*",  # Emacs's lock links
+    "#*#",  # Emacs's auto-saves
+    "*.sync-conflict-*",  # Syncthing's conflict copies
+    "* (conflicted copy *",  # Dropbox's conflict copies
+    ".~lock*",  # LibreOffice's locks
+    "4913",  # the file Vim writes to test a folder before it saves
+    "*~",  # backups
+    "*.swp",  # Vim's swap files
+)
+"""A sync tool's or an editor's temporary and conflict files (``fnmatch`` patterns of a file name, case-sensitive):
+never notes, never walked."""
+
+
+def is_temporary(name: str) -> bool:
+    """The file name is one of :data:`TEMPORARY_NAMES`.
+
+    >>> [is_temporary(n) for n in ("note.md", "note.sync-conflict-20250301-101500-ABCDEFG.md", "~$note.md", "4913")]
+    [False, True, True, True]
+    """
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in TEMPORARY_NAMES)
+
+
 @dataclass(frozen=True)
-class _Candidate:
+class Candidate:
+    """A file to import: its path as found, its ``source`` (relative to the folder given, or its name), and
+    whether it was named explicitly."""
+
     path: Path
     source: str
     explicit: bool
@@ -89,9 +123,10 @@ class _Candidate:
 class _Read:
     """A file read and checked, waiting for its parse."""
 
-    candidate: _Candidate
+    candidate: Candidate
     path: str  # resolved, absolute
     text: str
+    mtime: float  # Unix seconds
 
 
 @dataclass(frozen=True)
@@ -99,14 +134,6 @@ class _Unreadable:
     """A file refused when it was read (counted among the files done, unlike the walk's own results)."""
 
     result: p.IngestResult
-
-
-@dataclass(frozen=True)
-class _Note:
-    path: str  # resolved, absolute
-    title: str
-    body: str
-    tags: list[str]
 
 
 class _Run:
@@ -171,39 +198,15 @@ class Ingest:
         relative = [path for path in request.paths if not os.path.isabs(path)]
         if relative:
             raise MemoriesError("invalid_argument", f"paths must be absolute, not {relative[0]!r}")
-        _exclusions(request.exclude)  # a malformed pattern is the caller's error, before any work
+        exclusions(request.exclude)  # a malformed pattern is the caller's error, before any work
         job = self._jobs.new_job("ingest", vault.id, vault.name, epoch_checked=False)
         ctx.attach(job)
 
         async def work(job: VaultJob) -> p.IngestReport:
             walked = await trio.to_thread.run_sync(_walk, request, abandon_on_cancel=True)
-            run = _Run(job, sum(isinstance(item, _Candidate) for item in walked))
-            job.progress(0, run.total, "files")
-            batch: list[p.IngestResult | _Read | _Unreadable] = []
-            notes = size = 0  # the batch's notes to parse, and their code points
-            try:
-                for item in walked:  # results in the order the paths were given and walked
-                    if isinstance(item, _Candidate):
-                        job.check_budget({"done": run.done, "total": run.total})
-                        read = await _read(item)
-                        if isinstance(read, _Read):
-                            notes, size = notes + 1, size + len(read.text)
-                        batch.append(read)
-                    else:
-                        batch.append(item)
-                    if notes == STEP_FILES or size >= PARSE_CHARS:
-                        await self._ingest_batch(run, vault, batch, request.title)
-                        batch, notes, size = [], 0, 0
-                await self._ingest_batch(run, vault, batch, request.title)
-            except MemoriesError as exc:
-                if exc.code not in STORAGE_CODES:
-                    raise
-                raise _stopped_by_storage(exc, run) from None
-            finally:  # also when the job is cut mid-step: the cards stored so far are a change of the vault
-                if run.step_changed:
-                    self._epochs.bump(vault.id)
+            results, changed = await self.import_items(job, vault, walked, title=request.title)
             over_limit = None
-            if run.any_changed:
+            if changed:
                 try:
                     await self._cache_sync.refresh(job, vault)
                 except MemoriesError as exc:  # the cards are stored; the index is rebuilt at the next search
@@ -213,19 +216,69 @@ class Ingest:
                         )
                     else:
                         over_limit = p.ErrorInfo(code=exc.code, message=exc.message, details=exc.details)
-            return p.IngestReport(results=run.results, over_limit=over_limit)
+            return p.IngestReport(results=results, over_limit=over_limit)
 
         return await self._jobs.run(job, work)
 
+    async def import_items(
+        self,
+        job: VaultJob,
+        vault: VaultRow,
+        items: Sequence[Candidate | p.IngestResult],
+        *,
+        title: str | None = None,
+        known: dict[str, str] | None = None,
+    ) -> tuple[list[p.IngestResult], bool]:
+        """Import ``items`` as part of ``job``: each :class:`Candidate` is read, parsed (in the index worker, up to
+        :data:`STEP_FILES` at a time) and stored; a result already made (a file the walk skipped or refused) is
+        passed on. ``known`` maps a candidate's ``source`` to the card a watch remembers for it. The vault's epoch
+        is bumped once per step that stored something, and when the run ends or is cut.
+
+        Returns:
+            ``(results in order, whether any revision was written)``.
+        """
+        run = _Run(job, sum(isinstance(item, Candidate) for item in items))
+        job.progress(0, run.total, "files")
+        batch: list[p.IngestResult | _Read | _Unreadable] = []
+        notes = size = 0  # the batch's notes to parse, and their code points
+        try:
+            for item in items:  # results in the order the paths were given and walked
+                if isinstance(item, Candidate):
+                    job.check_budget({"done": run.done, "total": run.total})
+                    read = await _read(item)
+                    if isinstance(read, _Read):
+                        notes, size = notes + 1, size + len(read.text)
+                    batch.append(read)
+                else:
+                    batch.append(item)
+                if notes == STEP_FILES or size >= PARSE_CHARS:
+                    await self._ingest_batch(run, vault, batch, title, known or {})
+                    batch, notes, size = [], 0, 0
+            await self._ingest_batch(run, vault, batch, title, known or {})
+        except MemoriesError as exc:
+            if exc.code not in STORAGE_CODES:
+                raise
+            raise _stopped_by_storage(exc, run) from None
+        finally:  # also when the job is cut mid-step: the cards stored so far are a change of the vault
+            if run.step_changed:
+                self._epochs.bump(vault.id)
+        return run.results, run.any_changed
+
     async def _ingest_batch(
-        self, run: _Run, vault: VaultRow, batch: list[p.IngestResult | _Read | _Unreadable], title: str | None
+        self,
+        run: _Run,
+        vault: VaultRow,
+        batch: list[p.IngestResult | _Read | _Unreadable],
+        title: str | None,
+        known: dict[str, str],
     ) -> None:
         """Parse the batch's notes in the index worker (one call), then store them one by one, in order."""
         parsed = iter(await self._parse(run, [entry.text for entry in batch if isinstance(entry, _Read)]))
         for entry in batch:
             if isinstance(entry, _Read):
                 run.job.check_budget({"done": run.done, "total": run.total})
-                result, wrote = await self._ingest_one(vault, entry, next(parsed), title)
+                known_card = known.get(entry.candidate.source)
+                result, wrote = await self._ingest_one(vault, entry, next(parsed), title, known_card)
             elif isinstance(entry, _Unreadable):
                 result, wrote = entry.result, False
             else:  # a file the walk reported: not one of the files counted
@@ -249,7 +302,12 @@ class Ingest:
         return list(reply.notes)
 
     async def _ingest_one(
-        self, vault: VaultRow, read: _Read, parsed: w.ParsedNote | MemoriesError, title: str | None
+        self,
+        vault: VaultRow,
+        read: _Read,
+        parsed: w.ParsedNote | MemoriesError,
+        title: str | None,
+        known: str | None,
     ) -> tuple[p.IngestResult, bool]:
         """One file's result, and whether a revision was written."""
         candidate = read.candidate
@@ -262,11 +320,16 @@ class Ingest:
             message = f"{path}: importing it failed unexpectedly ({parsed.failure}); see the daemon log"
             return _refused(candidate, "internal_error", message), False
         # A heading over the title limit was cut by the parser; a file name is never over it (255 bytes at most).
-        note = _Note(
-            path=read.path, title=title or parsed.title or candidate.path.name, body=read.text, tags=parsed.tags
+        note = Note(
+            path=read.path,
+            source=candidate.source,
+            title=title or parsed.title or candidate.path.name,
+            body=read.text,
+            tags=parsed.tags,
+            date=parsed.date or _local_iso(read.mtime),
         )
         try:
-            stored = await self._store.store_card(vault, note.path, candidate.source, note.title, note.body, note.tags)
+            stored = await self._store.store_card(vault, note, known)
         except MemoriesError as exc:
             if exc.code in STORAGE_CODES:  # no later file would go in either: the job stops here
                 raise
@@ -281,27 +344,31 @@ class Ingest:
         return result, stored.wrote
 
 
-def _walk(request: p.RagIngest) -> list[_Candidate | p.IngestResult]:
+def _walk(request: p.RagIngest) -> list[Candidate | p.IngestResult]:
     """Expand the paths of a request into files to read and files reported as skipped or refused.
 
     A file reached more than once (a symbolic link to another note of the run, a path given twice) is read once,
     where it is first found; the later ones are ``skipped``. Read twice, it would update its card twice, to each
     name in turn, on every run.
     """
-    spec = _exclusions(request.exclude)
-    found: list[_Candidate | p.IngestResult] = []
+    spec = exclusions(request.exclude)
+    found: list[Candidate | p.IngestResult] = []
     for raw in request.paths:
         root = Path(raw)
         if root.is_dir():
-            found.extend(_walk_folder(root, spec, request.recursive))
+            try:
+                found.extend(walk_folder(root, spec, request.recursive))
+            except OSError as exc:
+                error = p.ErrorInfo(code="invalid_argument", message=f"cannot read the folder {root}: {exc.strerror}")
+                found.append(p.IngestResult(path=raw, source=None, status="refused", error=error))
         elif root.exists():
-            found.append(_Candidate(root, root.name, explicit=True))
+            found.append(Candidate(root, root.name, explicit=True))
         else:
             error = p.ErrorInfo(code="invalid_argument", message=f"{root} does not exist")
             found.append(p.IngestResult(path=raw, source=None, status="refused", error=error))
     seen: set[str] = set()
     for index, item in enumerate(found):
-        if isinstance(item, _Candidate):
+        if isinstance(item, Candidate):
             resolved = os.path.realpath(item.path)
             if resolved in seen:
                 found[index] = p.IngestResult(path=str(item.path), source=item.source, status="skipped")
@@ -309,7 +376,7 @@ def _walk(request: p.RagIngest) -> list[_Candidate | p.IngestResult]:
     return found
 
 
-def _exclusions(patterns: list[str]) -> pathspec.PathSpec:
+def exclusions(patterns: list[str]) -> pathspec.PathSpec:
     """The ``--exclude`` patterns (gitignore syntax); raises ``invalid_argument`` for one git would not accept."""
     try:
         return pathspec.GitIgnoreSpec.from_lines(patterns)
@@ -317,8 +384,17 @@ def _exclusions(patterns: list[str]) -> pathspec.PathSpec:
         raise MemoriesError("invalid_argument", f"an --exclude pattern is malformed: {exc}") from None
 
 
-def _walk_folder(root: Path, spec: pathspec.PathSpec, recursive: bool) -> list[_Candidate | p.IngestResult]:
-    found: list[_Candidate | p.IngestResult] = []
+def walk_folder(root: Path, spec: pathspec.PathSpec, recursive: bool) -> list[Candidate | p.IngestResult]:
+    """The files of the folder ``root`` as ``rag ingest`` takes them (see the module's docstring): candidates in
+    walk order (folders sorted, names sorted), and the files reported ``skipped`` or ``refused``.
+
+    Raises:
+        OSError: only when ``root`` itself cannot be listed (a subfolder that cannot is left out, as ``os.walk``
+            does).
+    """
+    found: list[Candidate | p.IngestResult] = []
+    os.scandir(root).close()  # the folder itself must be listable: its failure is the caller's to report
+    inside = os.path.realpath(root)
     for folder, dirs, files in os.walk(root):
         relative_folder = Path(folder).relative_to(root)
         dirs[:] = sorted(
@@ -328,16 +404,19 @@ def _walk_folder(root: Path, spec: pathspec.PathSpec, recursive: bool) -> list[_
         )
         for name in sorted(files):
             relative = (relative_folder / name).as_posix()
-            if name.startswith(".") or spec.match_file(relative):
+            if name.startswith(".") or is_temporary(name) or spec.match_file(relative):
                 continue
             path = Path(folder) / name
+            if os.path.islink(path) and os.path.commonpath([inside, os.path.realpath(path)]) != inside:
+                found.append(p.IngestResult(path=str(path), source=relative, status="skipped"))
+                continue
             if not _is_utf8(str(path)):
                 shown = os.fsencode(path).decode("utf-8", "replace")
                 error = p.ErrorInfo(code="invalid_utf8", message=f"{shown}: the file name is not valid UTF-8")
                 found.append(p.IngestResult(path=shown, source=None, status="refused", error=error))
                 continue
             if path.suffix.lower() in TEXT_SUFFIXES:
-                found.append(_Candidate(path, relative, explicit=False))
+                found.append(Candidate(path, relative, explicit=False))
             else:
                 found.append(p.IngestResult(path=str(path), source=relative, status="skipped"))
     return found
@@ -352,22 +431,22 @@ def _is_utf8(name: str) -> bool:
     return True
 
 
-async def _read(candidate: _Candidate) -> _Read | _Unreadable:
+async def _read(candidate: Candidate) -> _Read | _Unreadable:
     """Read and check one file in a thread, abandoned on cancel: a read stuck on a hung file system must not hold
     the job (or the daemon)."""
     try:
-        path, text = await trio.to_thread.run_sync(_read_text, candidate, abandon_on_cancel=True)
+        path, text, mtime = await trio.to_thread.run_sync(_read_text, candidate, abandon_on_cancel=True)
     except MemoriesError as exc:
         return _Unreadable(_refused(candidate, exc.code, exc.message))
     except Exception as exc:  # a bug one file ran into: that file is refused, the others still go in
         log_failure(log, "ingest: one file failed", exc)  # its type only: a path can say what a note is
         message = f"{candidate.path}: importing it failed unexpectedly ({type(exc).__name__}); see the daemon log"
         return _Unreadable(_refused(candidate, "internal_error", message))
-    return _Read(candidate, path, text)
+    return _Read(candidate, path, text, mtime)
 
 
-def _read_text(candidate: _Candidate) -> tuple[str, str]:
-    """The file's resolved path and text, read and checked (in a thread).
+def _read_text(candidate: Candidate) -> tuple[str, str, float]:
+    """The file's resolved path, text and modification time (Unix seconds), read and checked (in a thread).
 
     Raises:
         MemoriesError: ``unsupported_file`` (binary or not UTF-8), ``body_too_large``, ``invalid_argument``
@@ -390,7 +469,11 @@ def _read_text(candidate: _Candidate) -> tuple[str, str]:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise _unsupported(path, f"it is not valid UTF-8 (byte {exc.start})") from None
-    return os.path.realpath(path), text
+    try:
+        mtime = os.stat(path).st_mtime
+    except OSError:  # gone since it was read: its time is now
+        mtime = datetime.datetime.now().timestamp()
+    return os.path.realpath(path), text, mtime
 
 
 def _stopped_by_storage(exc: MemoriesError, run: _Run) -> MemoriesError:
@@ -405,7 +488,12 @@ def _stopped_by_storage(exc: MemoriesError, run: _Run) -> MemoriesError:
     )
 
 
-def _refused(candidate: _Candidate, code: str, message: str) -> p.IngestResult:
+def _local_iso(seconds: float) -> str:
+    """A file's modification time as a note's date: ISO 8601 in local time with its offset, to the second."""
+    return datetime.datetime.fromtimestamp(seconds).astimezone().isoformat(timespec="seconds")
+
+
+def _refused(candidate: Candidate, code: str, message: str) -> p.IngestResult:
     error = p.ErrorInfo(code=code, message=message)
     return p.IngestResult(path=str(candidate.path), source=candidate.source, status="refused", error=error)
 

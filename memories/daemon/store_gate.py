@@ -24,12 +24,14 @@ from memories.vault.views import (
     IndexText,
     ListedRecord,
     LoadedVectors,
+    Note,
     OpenedRevision,
     RecordKind,
     RecordVectors,
     Sensitivity,
     StoredCard,
 )
+from memories.vault.watches import Watch
 
 T = TypeVar("T")
 
@@ -204,14 +206,38 @@ class StoreGate:
         return await self.run(self._records.records.move, vault, record_id, target)
 
     async def summaries(self, vault: VaultRow, kind: RecordKind | None) -> list[ListedRecord]:
-        """The vault's listing (:meth:`memories.vault.catalog.Catalog.summaries`)."""
-        return await self.run(self._records.catalog.summaries, vault, kind)
+        """The vault's listing (:meth:`memories.vault.catalog.Catalog.summaries`), each card whose file a watch has
+        seen absent marked ``missing``."""
 
-    async def store_card(
-        self, vault: VaultRow, path: str, source: str, title: str, body: str, tags: list[str]
-    ) -> StoredCard:
-        """Store an ingested file's note (:meth:`memories.vault.cards.Cards.store_note`)."""
-        return await self.run(self._records.cards.store_note, vault, path, source, title, body, tags)
+        def listing() -> list[ListedRecord]:
+            rows = self._records.catalog.summaries(vault, kind)
+            missing = self._records.watches.missing_cards(vault)
+            return [row._replace(missing=row.id in missing) for row in rows]
+
+        return await self.run(listing)
+
+    async def store_card(self, vault: VaultRow, note: Note, known: str | None = None) -> StoredCard:
+        """Store an imported file's note (:meth:`memories.vault.cards.Cards.store_note`); ``known`` is the card a
+        watch remembers for the file."""
+        return await self.run(self._records.cards.store_note, vault, note, known)
+
+    # -- watched folders -----------------------------------------------------------------------------------
+
+    async def watch_count(self, vault: VaultRow | None = None) -> int:
+        """How many folders are watched (into ``vault`` when given); works while locked."""
+        return await self.run(self._records.watches.count, vault)
+
+    async def watches(self, vault: VaultRow) -> list[Watch]:
+        """The vault's watched folders (:meth:`memories.vault.watches.Watches.of`)."""
+        return await self.run(self._records.watches.of, vault)
+
+    async def put_watch(self, vault: VaultRow, watch: Watch) -> None:
+        """Store a watch's registration and state, sealed (:meth:`memories.vault.watches.Watches.put`)."""
+        await self.run(self._records.watches.put, vault, watch)
+
+    async def remove_watch(self, watch_id: str) -> None:
+        """Forget a watched folder (its cards stay)."""
+        await self.run(self._records.watches.remove, watch_id)
 
     # -- retrieval eligibility -----------------------------------------------------------------------------
 

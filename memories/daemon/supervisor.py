@@ -18,6 +18,7 @@ the request types it answers) and locks the home::
             ├─ Asking(store, jobs, retrieval, remote)        rag ask
             ├─ Bench(store, jobs, cache_sync, backend, retrieval)   rag bench
             ├─ Ingest(store, jobs, cache_sync, epochs, index)   notes parsed in the index worker
+            ├─ FolderWatches(store, jobs, epochs, ingest, cache_sync, indexing)   rag watch; active while unlocked
             ├─ Records(store, epochs, jobs, grants, index)
             ├─ Tools(store, grants, retrieval, asking, index_status)   MCP calls through a grant
             ├─ GrantRequests(store, grants, tools)           grant create|list|revoke
@@ -47,6 +48,7 @@ from memories.daemon.backends import embedding_backend
 from memories.daemon.bench import Bench
 from memories.daemon.cache_sync import CacheSync
 from memories.daemon.context import Handlers, RequestContext
+from memories.daemon.folder_watch import FolderWatches
 from memories.daemon.grant_requests import GrantRequests
 from memories.daemon.grants import Grants
 from memories.daemon.index_status import IndexStatus
@@ -163,8 +165,9 @@ class Daemon:
             config,
             Sync(records, Path(home.root), between_writes),
         )
+        parts = (self.store, self.jobs, self.epochs, self.ingest, self.cache_sync, self.indexing, self.spawn, home.root)
+        self.folders = FolderWatches(*parts, self.sync.folders, hooks)
         self._handlers: Handlers = {
-            p.Status: self._status,
             p.Stop: self._stop,
             p.Init: self._init,
             p.Unlock: self._unlock,
@@ -177,6 +180,7 @@ class Daemon:
             **self.asking.handlers(),
             **self.bench.handlers(),
             **self.ingest.handlers(),
+            **self.folders.handlers(self._status, self.index_status.status),  # the two statuses show the watches
             **self.indexing.handlers(),
             **self.models.handlers(),
             **self.tools.handlers(),
@@ -286,6 +290,7 @@ class Daemon:
         """
         self.epochs.bump_all()
         self.jobs.cancel_where("vault_locked")
+        self.folders.stop_all()
         async with self.store.exclusive():
             self.store.drop_keys()
             self.epochs.bump_all()  # again, for the jobs and caches of requests that came in meanwhile
@@ -329,7 +334,7 @@ class Daemon:
                 {"daemon_config": self.home.config_path, "client_config": config},
             )
 
-    async def _status(self, request: p.Status, ctx: RequestContext) -> p.Result:
+    async def _status(self, request: p.Status, ctx: RequestContext) -> p.DaemonStatus:
         queued, running = self.jobs.counts()
         return p.DaemonStatus(
             pid=os.getpid(),
@@ -375,6 +380,7 @@ class Daemon:
                     f"the store was upgraded to the format of this release; the previous file is kept at {backup} "
                     "(remove it once all is well: it still holds what you delete from now on)"
                 )
+            await self.folders.start_all()  # each watch catches up with what changed while locked
         else:
             # Already unlocked: still prove the passphrase, so `unlock` never succeeds with a wrong one.
             await self.store.verify_passphrase(request.passphrase)

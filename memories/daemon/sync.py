@@ -129,6 +129,14 @@ class SyncRequests:
             self._indexing.start_reindex(vault)
         return state
 
+    async def folders(self) -> list[str]:
+        """The sync folder of every synced vault (resolved paths)."""
+
+        def folders() -> list[str]:
+            return [os.path.realpath(self.engine.state(vault).folder) for vault in self.engine.synced()]
+
+        return await self._store.run(folders)
+
     async def every_interval(self) -> None:
         """While unlocked, pull then push every synced vault each ``[sync] interval_seconds`` (off when unset).
         Nothing a round meets stops the timer (nor the daemon): see :meth:`timed_round`."""

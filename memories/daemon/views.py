@@ -35,7 +35,14 @@ def record_view(revision: OpenedRevision) -> p.RecordView:
 def record_summary(record: ListedRecord) -> p.RecordSummary:
     """One row of ``memory list``."""
     return p.RecordSummary(
-        record.id, record.revision, record.kind, record.sensitivity, record.title, record.damaged, record.conflict
+        record.id,
+        record.revision,
+        record.kind,
+        record.sensitivity,
+        record.title,
+        record.damaged,
+        record.conflict,
+        record.missing,
     )
 
 

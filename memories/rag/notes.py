@@ -29,6 +29,7 @@ from collections.abc import Iterator
 
 import yaml
 
+from memories.dates import note_date
 from memories.limits import MAX_TITLE_BYTES
 from memories.logs import log_failure
 from memories.rag.chunking import Chunk, chunk_text
@@ -78,11 +79,31 @@ def parse_notes(texts: list[str]) -> list[ParsedNote]:
 
 def parse_note(text: str) -> ParsedNote:
     """The note's title (:func:`note_title`, cut to 4,096 UTF-8 bytes by :func:`truncate_utf8`; ``None`` without
-    one) and its front-matter tags (:func:`front_matter_tags`)."""
+    one), its front-matter tags (:func:`front_matter_tags`) and date (:func:`front_matter_date`)."""
     title = note_title(text)
     return ParsedNote(
-        title=truncate_utf8(title, MAX_TITLE_BYTES) if title is not None else None, tags=front_matter_tags(text)
+        title=truncate_utf8(title, MAX_TITLE_BYTES) if title is not None else None,
+        tags=front_matter_tags(text),
+        date=front_matter_date(text),
     )
+
+
+def front_matter_date(text: str) -> str | None:
+    """The front matter's ``date``, else its ``created`` (Obsidian's and Jekyll's keys), as ISO 8601
+    (:func:`memories.dates.note_date`: a YAML date or time, or a string in ISO 8601); ``None`` when absent, malformed
+    or not a date.
+
+    >>> front_matter_date("---\\ndate: 2025-03-01\\n---\\n# t\\n")
+    '2025-03-01'
+    >>> front_matter_date("---\\ncreated: 2025-03-01 09:30\\n---\\n")
+    '2025-03-01T09:30:00'
+    """
+    matter = _front_matter(text)
+    for key in ("date", "created"):
+        found = note_date(matter.get(key))
+        if found is not None:
+            return found
+    return None
 
 
 def note_title(text: str) -> str | None:

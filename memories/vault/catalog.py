@@ -18,7 +18,7 @@ from typing import Literal
 import msgspec
 
 from memories.errors import MemoriesError
-from memories.vault.heads import Heads, chosen_head, is_live
+from memories.vault.heads import Head, Heads, chosen_head, is_live
 from memories.vault.keys import Keyring
 from memories.vault.sealing import RecordHeader, checked, is_eligible, open_field, open_header
 from memories.vault.store import Store, VaultRow
@@ -27,7 +27,7 @@ from memories.vault.views import IndexText, ListedRecord, RecordKind
 
 class CatalogEntry(msgspec.Struct):
     """A record's head (the chosen one, :func:`~memories.vault.heads.chosen_head`, when it has several): depth,
-    id, header, and whether the record is in conflict (several heads)."""
+    id, header, and whether the record is in conflict (several heads that differ, :meth:`Catalog.in_conflict`)."""
 
     revision: int
     revision_id: str
@@ -91,9 +91,30 @@ class Catalog:
                 except MemoriesError:
                     damaged[record_id] = head.revision
                     continue
-                entries[record_id] = CatalogEntry(head.revision, head.id, header, len(records[record_id]) > 1)
+                conflict = self.in_conflict(vault, key, record_id, records[record_id])
+                entries[record_id] = CatalogEntry(head.revision, head.id, header, conflict)
             self._entries[vault.id] = entries
         return entries
+
+    def in_conflict(self, vault: VaultRow, key: bytes, record_id: str, heads: list[Head]) -> bool:
+        """The record has several heads that differ: one is a deletion (an edit made against a delete), or their
+        kind, sensitivity, title or body differ. Siblings with the same content (two devices that each imported the
+        same change of one synced notes folder) are one version, not a conflict: they are shown and indexed as the
+        chosen head, and the next update merges them. A head that fails its checks counts as different."""
+        if len(heads) < 2:
+            return False
+        if any(head.deleted for head in heads):
+            return True
+        rows = self._store.revisions_by_id(vault.id, [head.id for head in heads])
+        versions = set()
+        for head in heads:
+            try:
+                row = checked(key, vault, record_id, head.id, rows.get(head.id))
+                header = open_header(key, vault, row)
+                versions.add((header.kind, header.sensitivity, header.title, open_field(key, vault, row, "body")))
+            except MemoriesError:
+                return True
+        return len(versions) > 1
 
     def put(self, vault: VaultRow, record_id: str, entry: CatalogEntry) -> None:
         """The record's new chosen head after a write: it is no longer damaged."""

@@ -47,9 +47,10 @@ class Revision(msgspec.Struct, frozen=True):
 
 
 class Merged(NamedTuple):
-    """What :meth:`Exchange.merge` did: revisions imported, records changed, records now in conflict, revision ids
-    whose parents have not arrived yet (left for a later pull), and revision id -> the rule it breaks for each one
-    not imported because it is invalid."""
+    """What :meth:`Exchange.merge` did: revisions imported, records changed, records now in conflict (siblings with
+    the same content are not, :meth:`~memories.vault.catalog.Catalog.in_conflict`), revision ids whose parents have
+    not arrived yet (left for a later pull), and revision id -> the rule it breaks for each one not imported because
+    it is invalid."""
 
     imported: int
     changed: list[str]
@@ -113,7 +114,11 @@ class Exchange:
             self._catalog.reload(vault)
         for revision_id, rule in sorted(invalid.items()):
             log.warning("vault %s: revision %s from the sync folder is invalid: %s", vault.id, revision_id[:16], rule)
-        conflicts = sorted(rid for rid, h in self._heads.of(vault, key).records.items() if len(h) > 1 and is_live(h))
+        conflicts = sorted(
+            rid
+            for rid, h in self._heads.of(vault, key).records.items()
+            if len(h) > 1 and is_live(h) and self._catalog.in_conflict(vault, key, rid, h)
+        )
         imported = sum(len(changes[record_id][1]) for record_id in committed)
         return Merged(imported, sorted(committed), conflicts, waiting, invalid)
 

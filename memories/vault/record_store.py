@@ -15,6 +15,7 @@ from memories.vault.store import FORMAT, Store
 from memories.vault.upgrade import upgrade
 from memories.vault.vaults import Vaults
 from memories.vault.vectors import VectorRows
+from memories.vault.watches import Watches
 
 
 class RecordStore:
@@ -32,6 +33,7 @@ class RecordStore:
         cards     Cards      ingested files' cards (a card is its file)
         exchange  Exchange   what sync exports and imports
         vectors   VectorRows each record's embedding vectors, sealed
+        watches   Watches    watched folders' sealed registrations and state
     """
 
     def __init__(self, path: Path) -> None:
@@ -41,7 +43,8 @@ class RecordStore:
         self.catalog = Catalog(self.store, self.keys, self.heads)
         self.vaults = Vaults(self.store, self.keys, self.heads, self.catalog)
         self.records = Records(self.store, self.keys, self.heads, self.catalog)
-        self.cards = Cards(self.records, self.catalog)
+        self.cards = Cards(self.records, self.catalog, self.keys)
+        self.watches = Watches(self.store, self.keys)
         self.exchange = Exchange(self.store, self.keys, self.heads, self.catalog)
         self.vectors = VectorRows(self.store, self.keys, self.catalog)
 

@@ -48,8 +48,11 @@ class Records:
         body: bytes,
         meta: dict[str, str],
         origin: Origin | None = None,
+        record_id: str | None = None,
     ) -> tuple[str, int]:
-        """Store a new record as revision 1; returns ``(id, 1)``. ``origin`` is set by ingest only.
+        """Store a new record as revision 1; returns ``(id, 1)``. ``origin`` is set by ingest only, and so is
+        ``record_id`` (an imported file's card id, :func:`memories.crypto.card_id`; a random one when it is ``None``
+        or already taken, also by a deleted record).
 
         Raises:
             MemoriesError: ``body_too_large``, ``invalid_utf8``, ``invalid_argument`` (title, metadata),
@@ -59,7 +62,8 @@ class Records:
         text = decode_body(body)
         key = self._keys.vault_key(vault)
         heads = self._heads.of(vault, key)
-        record_id = new_id()
+        if record_id is None or record_id in heads.records:
+            record_id = new_id()
         while record_id in heads.records:
             record_id = new_id()
         self._write(vault, key, record_id, [], header, text)
@@ -136,7 +140,11 @@ class Records:
             meta=header.meta,
             created=created,
             updated=row.created,
-            conflict=Conflict(sorted(h.id for h in heads), any(h.deleted for h in heads)) if len(heads) > 1 else None,
+            conflict=(
+                Conflict(sorted(h.id for h in heads), any(h.deleted for h in heads))
+                if self._catalog.in_conflict(vault, key, record_id, heads)
+                else None
+            ),
         )
 
     def read_eligible(self, vault: VaultRow, record_id: str, revision: int | str | None) -> OpenedRevision | None:
@@ -154,6 +162,15 @@ class Records:
         key = self._keys.vault_key(vault)
         head = chosen_head(self._heads.of_record(vault, key, record_id))
         return _open(key, vault, self._heads.verified(vault, key, record_id, head))
+
+    def read_heads(self, vault: VaultRow, record_id: str) -> list[tuple[RecordHeader, str]]:
+        """``(header, body)`` of every head that is not a deletion, the chosen one first (raises
+        ``record_not_found``, ``integrity_error``)."""
+        key = self._keys.vault_key(vault)
+        heads = self._heads.of_record(vault, key, record_id)
+        chosen = chosen_head(heads)
+        ordered = [chosen, *(head for head in heads if head != chosen and not head.deleted)]
+        return [_open(key, vault, self._heads.verified(vault, key, record_id, head)) for head in ordered]
 
     def delete(self, vault: VaultRow, record_id: str) -> None:
         """Erase every revision of the record, leaving a deletion revision (its tombstone: parents the heads, body
@@ -182,7 +199,7 @@ class Records:
             raise MemoriesError("invalid_argument", f"record {record_id} is already in vault {vault.name!r}")
         key, target_key = self._keys.vault_key(vault), self._keys.vault_key(target)
         heads = self._heads.of_record(vault, key, record_id)
-        if len(heads) > 1:
+        if self._catalog.in_conflict(vault, key, record_id, heads):
             raise MemoriesError(
                 "invalid_argument", f"record {record_id} is in conflict; resolve it first (`memory update`)"
             )

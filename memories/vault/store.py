@@ -51,6 +51,11 @@ CREATE TABLE IF NOT EXISTS vaults (
     created     REAL NOT NULL,
     wrapped_key BLOB NOT NULL
 );
+CREATE TABLE IF NOT EXISTS watches (
+    id       TEXT PRIMARY KEY,
+    vault_id TEXT NOT NULL,
+    sealed   BLOB NOT NULL
+);
 CREATE TABLE IF NOT EXISTS grants (
     id         TEXT PRIMARY KEY,
     token_hash BLOB NOT NULL UNIQUE,
@@ -63,6 +68,11 @@ CREATE TABLE IF NOT EXISTS grants (
     terms      BLOB
 );
 """
+
+# ``watches``: each watched folder's registration and state, sealed under its vault's key
+# (:mod:`memories.vault.watches`). It came after format 2 was released and needs no format step:
+# ``CREATE TABLE IF NOT EXISTS`` adds it to any store when it is opened, and it names its vault without a foreign
+# key, so an earlier release can still delete that vault.
 
 REVISIONS_SCHEMA = (
     """
@@ -298,6 +308,7 @@ class Store:
             self._db.execute("DELETE FROM vectors WHERE vault_id = ?", (vault_id,))
             self._db.execute("DELETE FROM heads WHERE vault_id = ?", (vault_id,))
             self._db.execute("DELETE FROM sync WHERE vault_id = ?", (vault_id,))
+            self._db.execute("DELETE FROM watches WHERE vault_id = ?", (vault_id,))
             self._db.execute("DELETE FROM vaults WHERE id = ?", (vault_id,))
 
     # -- revisions -----------------------------------------------------------------------------------------
@@ -502,6 +513,42 @@ class VectorTable:
         if count:
             self._store.checkpoint()
         return count
+
+
+class WatchTable:
+    """The ``watches`` table of a :class:`Store`: each watched folder's sealed registration in and out, no keys
+    (:mod:`memories.vault.watches`); :meth:`Store.delete_vault` deletes a vault's rows."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._db = store._db
+
+    def rows(self, vault_id: str) -> list[tuple[str, bytes]]:
+        """``(watch id, sealed registration)`` of every watched folder of the vault, oldest first."""
+        return self._db.execute(
+            "SELECT id, sealed FROM watches WHERE vault_id = ? ORDER BY rowid", (vault_id,)
+        ).fetchall()
+
+    def count(self, vault_id: str | None = None) -> int:
+        """How many folders are registered (into one vault when given); readable while locked."""
+        row = self._db.execute(
+            "SELECT count(*) FROM watches WHERE ? IS NULL OR vault_id = ?", (vault_id, vault_id)
+        ).fetchone()
+        return int(row[0])
+
+    def put(self, watch_id: str, vault_id: str, sealed: bytes) -> None:
+        """Store a watched folder's sealed registration (new or replaced)."""
+        with self._store._transaction():
+            self._db.execute(
+                "INSERT INTO watches (id, vault_id, sealed) VALUES (?, ?, ?) "
+                "ON CONFLICT (id) DO UPDATE SET sealed = excluded.sealed",
+                (watch_id, vault_id, sealed),
+            )
+
+    def delete(self, watch_id: str) -> None:
+        """Forget a watched folder."""
+        with self._store._transaction():
+            self._db.execute("DELETE FROM watches WHERE id = ?", (watch_id,))
 
 
 class _Transaction:

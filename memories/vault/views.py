@@ -47,7 +47,7 @@ class OpenedRevision(NamedTuple):
 
 class ListedRecord(NamedTuple):
     """One record of a listing: its chosen head, without body or metadata. ``kind``, ``sensitivity`` and ``title``
-    are ``None`` when its header is damaged."""
+    are ``None`` when its header is damaged; ``missing``: a card whose file a watched folder no longer has."""
 
     id: str
     revision: int
@@ -56,6 +56,7 @@ class ListedRecord(NamedTuple):
     title: str | None
     damaged: bool = False
     conflict: bool = False
+    missing: bool = False
 
 
 class IndexText(NamedTuple):
@@ -68,6 +69,20 @@ class IndexText(NamedTuple):
     title: str
     body: str
     meta: dict[str, str]
+
+
+class Note(NamedTuple):
+    """An imported file's note as the card stores it: ``path`` the file's resolved absolute path, ``source`` the
+    readable path stored as metadata (relative to the folder imported), ``title``, ``body`` (the text, BOM
+    removed), ``tags`` (front matter) and ``date``, the note's date as ISO 8601 (front matter ``date`` or
+    ``created``, else the file's modification time; ``None``: unknown), stored as metadata ``date``."""
+
+    path: str
+    source: str
+    title: str
+    body: str
+    tags: list[str]
+    date: str | None = None
 
 
 class StoredCard(NamedTuple):

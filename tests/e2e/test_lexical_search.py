@@ -58,6 +58,8 @@ STATUS_KEYS = {
     "missing",
     "vector_bytes",
     "failed",
+    "watch_count",
+    "watches",
 }
 MAX_CHUNK_CODE_POINTS = 768
 
@@ -176,7 +178,8 @@ def test_bom_note_title_tags_and_body(lab: Lab) -> None:
     assert not record["body"].startswith("\ufeff")
     assert record["body"].encode("utf-8") == raw[3:]
     assert record["title"] == "解決 WSL 2 Docker 檔案權限問題"
-    assert record["meta"] == {"source": BOM_NOTE, "tags": "Docker, WSL, Visual Studio Code, Dev Containers"}
+    tags = "Docker, WSL, Visual Studio Code, Dev Containers"
+    assert record["meta"] == {"source": BOM_NOTE, "tags": tags, "date": record["meta"]["date"]}
 
 
 @pytest.mark.parametrize(("query", "expected"), corpus_queries())

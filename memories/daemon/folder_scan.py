@@ -1,0 +1,181 @@
+"""One scan of a watched folder, and what it means for the vault: which files to import, which cards to delete, or
+why the watch must pause instead. Blocking (run in a thread) and otherwise pure: the daemon part
+(:mod:`memories.daemon.folder_watch`) runs the imports and deletions as a job.
+
+**Deletions without disasters.** A deleted card is erased on every synced device, so a file counts as deleted only
+when two scans at least :data:`CONFIRM_SECONDS` apart found it absent (an editor's unlink-and-rename, a sync tool
+replacing a file, is not a deletion). Before anything is deleted the folder itself is checked: gone, not a folder,
+another folder in its place (its device or inode changed: renamed away and replaced, or a drive unmounted under
+it), or unreadable, and the watch pauses, deleting nothing. So does a scan whose deletions, with those of the last
+:data:`WINDOW_SECONDS`, would be more than :func:`deletion_limit` of the folder's cards (a ``git checkout`` of
+another branch, a sync tool emptying the folder): nothing is deleted until the person resumes the watch.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from memories import protocol as p
+from memories.daemon.ingest import Candidate, exclusions, walk_folder
+from memories.vault.watches import Watch, WatchedFile
+
+CONFIRM_SECONDS = 10.0
+"""A file is deleted only when scans at least this far apart both found it absent (issue 20)."""
+
+WINDOW_SECONDS = 600.0
+"""Deletions within this window count together against :func:`deletion_limit` (ten minutes, issue 20)."""
+
+
+def deletion_limit(cards: int) -> int:
+    """How many of a folder's ``cards`` may be deleted within :data:`WINDOW_SECONDS` before its watch pauses:
+    ``max(5, 25 %)`` (issue 20: a slow delete of many files pauses too).
+
+    >>> deletion_limit(4), deletion_limit(100), deletion_limit(5000)
+    (5, 25, 1250)
+    """
+    return max(5, cards // 4)
+
+
+@dataclass(frozen=True)
+class Seen:
+    """A file found by a scan: what to import it as, and its size, modification time (ns) and inode."""
+
+    candidate: Candidate
+    size: int
+    mtime_ns: int
+    inode: int
+
+
+@dataclass
+class Listing:
+    """What a scan found: the folder's notes by relative path, and the other files it reports (skipped, refused
+    by the walk: a name that is not UTF-8)."""
+
+    files: dict[str, Seen] = field(default_factory=dict)
+    reported: list[p.IngestResult] = field(default_factory=list)
+
+
+@dataclass
+class Plan:
+    """What a scan means: ``imports`` (new or changed files, with the card each is known as), ``deletions``
+    (relative paths whose cards go), ``pause`` (why the watch pauses instead of deleting; ``None``), and the new
+    state of every file (``files``)."""
+
+    imports: list[Candidate] = field(default_factory=list)
+    known: dict[str, str] = field(default_factory=dict)
+    deletions: list[str] = field(default_factory=list)
+    pause: str | None = None
+    files: dict[str, WatchedFile] = field(default_factory=dict)
+    follow_up: bool = False
+    """Some file is absent and not yet confirmed: scan again in :data:`CONFIRM_SECONDS`."""
+
+
+class FolderProblem(Exception):
+    """The watched folder itself is gone, replaced or unreadable: the watch pauses (the message says why)."""
+
+
+def identity(folder: str) -> tuple[int, int]:
+    """``(device, inode)`` of the folder; raises :class:`FolderProblem` when it is not a readable folder."""
+    try:
+        stat = os.stat(folder)
+    except FileNotFoundError:
+        raise FolderProblem(f"the folder {folder} is gone (moved, deleted, or its drive unmounted)") from None
+    except OSError as exc:
+        raise FolderProblem(f"the folder {folder} cannot be read: {exc.strerror}") from None
+    if not os.path.isdir(folder):
+        raise FolderProblem(f"{folder} is no longer a folder")
+    return stat.st_dev, stat.st_ino
+
+
+def scan(watch: Watch, unreadable: Callable[[str], bool]) -> Listing:
+    """List the watched folder as ``rag ingest`` would walk it, with each note's size, time and inode.
+
+    ``unreadable`` says whether a folder is to be treated as unreadable (test hooks stand in for ``chmod``, which
+    root ignores).
+
+    Raises:
+        FolderProblem: the folder is gone, not a folder, another one than was registered, or unreadable.
+    """
+    if identity(watch.folder) != (watch.device, watch.inode):
+        raise FolderProblem(
+            f"the folder {watch.folder} is another folder than the one registered (it was renamed away and replaced, "
+            "or a drive was mounted or unmounted there)"
+        )
+    try:
+        if unreadable(watch.folder):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+        walked = walk_folder(Path(watch.folder), exclusions(watch.exclude), watch.recursive)
+    except OSError as exc:
+        raise FolderProblem(f"the folder {watch.folder} cannot be read: {exc.strerror}") from None
+    listing = Listing()
+    for item in walked:
+        if not isinstance(item, Candidate):
+            if item.status == "refused":
+                listing.reported.append(item)
+            continue
+        try:
+            stat = os.stat(item.path)
+        except OSError:  # gone between the walk and now: the next scan sees it absent
+            continue
+        listing.files[item.source] = Seen(item, stat.st_size, stat.st_mtime_ns, stat.st_ino)
+    return listing
+
+
+def plan(watch: Watch, listing: Listing, now: float, *, accept_deletions: bool = False) -> Plan:
+    """What ``listing`` (a scan at Unix time ``now``) means for ``watch``.
+
+    A file new or changed since it was imported (size, modification time or inode) is imported again; a file absent
+    is marked absent at its first scan and deleted at a scan at least :data:`CONFIRM_SECONDS` later, with
+    ``--on-delete delete``; ``keep`` never deletes. Deletions beyond :func:`deletion_limit` within
+    :data:`WINDOW_SECONDS` pause the watch instead, unless ``accept_deletions``.
+    """
+    result = Plan()
+    # A file renamed or moved within the folder keeps its inode: it keeps its card, edited or not.
+    gone = {entry.inode: entry.card for source, entry in watch.files.items() if source not in listing.files}
+    for source, seen in listing.files.items():
+        entry = watch.files.get(source)
+        unchanged = (
+            entry is not None
+            and (entry.size, entry.mtime_ns, entry.inode) == (seen.size, seen.mtime_ns, seen.inode)
+            and entry.absent_since is None
+        )
+        if unchanged and entry is not None:
+            result.files[source] = entry
+            continue
+        result.imports.append(seen.candidate)
+        if entry is not None and entry.card is not None:
+            result.known[source] = entry.card
+        elif entry is None and (card := gone.get(seen.inode)) is not None:
+            result.known[source] = card
+        if entry is not None:  # kept until the import says what became of it
+            result.files[source] = WatchedFile(entry.card, entry.size, entry.mtime_ns, entry.inode, None, entry.refused)
+    for source, entry in watch.files.items():
+        if source in listing.files:
+            continue
+        if entry.card is None:  # a refused file that is gone: nothing to delete, nothing to remember
+            continue
+        absent_since = entry.absent_since if entry.absent_since is not None else now
+        result.files[source] = WatchedFile(entry.card, entry.size, entry.mtime_ns, entry.inode, absent_since)
+        if watch.on_delete == "keep":
+            continue
+        if now - absent_since >= CONFIRM_SECONDS:
+            result.deletions.append(source)
+        else:
+            result.follow_up = True
+    if result.deletions and not accept_deletions:
+        cards = sum(entry.card is not None for entry in watch.files.values())
+        recent = [moment for moment in watch.deletions if now - moment < WINDOW_SECONDS]
+        limit = deletion_limit(cards)
+        if len(recent) + len(result.deletions) > limit:
+            result.pause = (
+                f"{len(result.deletions)} files of {watch.folder} are gone"
+                + (f" ({len(recent)} more were deleted in the last ten minutes)" if recent else "")
+                + f", more than the {limit} the deletion rules allow at once (max(5, 25 % of {cards} cards)); "
+                "nothing was deleted"
+            )
+            result.deletions = []
+    return result

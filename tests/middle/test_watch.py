@@ -1,0 +1,405 @@
+"""Watched folders in the daemon's middle (issue 20): registration, the scans' imports, renames and deletions, the
+deletion rules and the pause, ``--on-delete keep``, refusals, lock and the catch-up at unlock, the watcher's
+fallback. Scans are driven one by one (:meth:`FolderWatches.scan`) on a clock the test moves, so the 10 s rule
+needs no sleep; the tests that need the real watcher poll with a 30 s ceiling."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import trio
+
+from memories import protocol as p
+from memories.daemon.context import RequestContext
+from memories.errors import MemoriesError
+from tests.fixtures.middle import PASSPHRASE, Middle, running_middle
+
+
+class Clock:
+    """The watches' clock, moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = 1_750_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(middle: Middle) -> Clock:
+    clock = Clock()
+    middle.daemon.folders.clock = clock
+    return clock
+
+
+def notes(folder: Path, count: int) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for number in range(count):
+        (folder / f"n{number:03}.md").write_text(f"# Note {number}\n\nabout lanterns {number}\n")
+    return folder
+
+
+async def register(middle: Middle, folder: Path, **options: object) -> p.WatchReport:
+    report = await middle.ok(p.RagWatch(vault="notes", folder=str(folder), **options))  # type: ignore[arg-type]
+    middle.daemon.folders.watchers.stop_all()  # the test drives the scans itself
+    return report
+
+
+async def scan(middle: Middle) -> p.WatchReport:
+    """One scan of the vault's only watch, as its watcher would run it."""
+    folders = middle.daemon.folders
+    vault = await middle.daemon.store.resolve_unlocked("notes")
+    [watch] = await middle.daemon.store.watches(vault)
+    report, _ = await folders.scan(vault, watch.id, RequestContext())
+    return report
+
+
+async def titles(middle: Middle) -> dict[str, int]:
+    return {r.title: r.revision for r in (await middle.ok(p.MemoryList(vault="notes"))).records}
+
+
+async def test_a_folder_is_imported_at_once_and_its_registration_is_sealed(
+    middle: Middle, tmp_path: Path, clock: Clock
+) -> None:
+    folder = notes(tmp_path / "zqxprivatefolder", 3)
+    (folder / "sub").mkdir()
+    (folder / "sub" / "deep.md").write_text("# Deep\n\nbelow\n")
+    report = await register(middle, folder, recursive=True)
+    assert sorted((r.source, r.status) for r in report.results) == [
+        ("n000.md", "added"),
+        ("n001.md", "added"),
+        ("n002.md", "added"),
+        ("sub/deep.md", "added"),
+    ]
+    assert (report.watch.cards, report.watch.folder, report.watch.on_delete) == (4, str(folder), "delete")
+    listing = await middle.ok(p.RagWatchList())
+    assert [w.folder for w in listing.watches] == [str(folder)] and listing.count == 1
+    database = sqlite3.connect(middle.daemon.home.db_path).execute("SELECT sealed FROM watches").fetchall()
+    assert len(database) == 1 and b"zqxprivatefolder" not in database[0][0]
+    again = await scan(middle)
+    assert [r.status for r in again.results] == []  # nothing changed: nothing read again
+
+
+async def test_edits_additions_renames_and_moves_keep_their_cards(middle: Middle, tmp_path: Path, clock: Clock) -> None:
+    folder = notes(tmp_path / "notes", 3)
+    (folder / "sub").mkdir()
+    first = {r.source: r.id for r in (await register(middle, folder, recursive=True)).results}
+    (folder / "n000.md").write_text("# Note 0\n\nabout lanterns, edited\n")
+    (folder / "new.md").write_text("# New\n\nfresh\n")
+    os.rename(folder / "n001.md", folder / "sub" / "moved.md")  # the inode moves: the card follows, edited or not
+    (folder / "sub" / "moved.md").write_text("# Note 1\n\nabout lanterns 1, and edited in its new place\n")
+    os.rename(folder / "n002.md", folder / "renamed.md")
+    clock.now += 1
+    report = await scan(middle)
+    found = {r.source: (r.status, r.id) for r in report.results}
+    assert found == {
+        "n000.md": ("updated", first["n000.md"]),
+        "new.md": ("added", found["new.md"][1]),
+        "renamed.md": ("moved", first["n002.md"]),
+        "sub/moved.md": ("updated", first["n001.md"]),
+    }
+    clock.now += 60  # long after the 10 s rule: the old names are no deletion of the cards that moved
+    assert [r.status for r in (await scan(middle)).results] == []
+    assert await titles(middle) == {"Note 0": 2, "Note 1": 2, "Note 2": 2, "New": 1}
+    listed = await middle.ok(p.MemoryRead(vault="notes", id=first["n002.md"]))
+    assert listed.meta["source"] == "renamed.md"
+
+
+async def test_a_file_is_deleted_only_when_two_scans_10_s_apart_miss_it(
+    middle: Middle, tmp_path: Path, clock: Clock
+) -> None:
+    folder = notes(tmp_path / "notes", 8)
+    await register(middle, folder)
+    (folder / "n000.md").unlink()
+    (folder / "n001.md").unlink()
+    (folder / "n001.md").write_text("# Note 1\n\nsaved again by an editor (unlink, then rename into place)\n")
+    clock.now += 1
+    first = await scan(middle)
+    assert [(r.source, r.status) for r in first.results] == [("n001.md", "updated")]
+    assert "Note 0" in await titles(middle) and first.watch.missing == 1
+    listed = {r.title: r.missing for r in (await middle.ok(p.MemoryList(vault="notes"))).records}
+    assert listed["Note 0"] is True and listed["Note 1"] is False
+    clock.now += 5
+    assert [r.status for r in (await scan(middle)).results] == []  # not yet 10 s
+    clock.now += 6
+    second = await scan(middle)
+    assert [(r.source, r.status) for r in second.results] == [("n000.md", "deleted")]
+    assert "Note 0" not in await titles(middle)
+    assert second.watch.missing == 0
+
+
+async def test_on_delete_keep_never_deletes(middle: Middle, tmp_path: Path, clock: Clock) -> None:
+    folder = notes(tmp_path / "notes", 10)
+    await register(middle, folder, on_delete="keep")
+    for number in range(10):
+        (folder / f"n{number:03}.md").unlink()
+    for _ in range(3):
+        clock.now += 3600
+        report = await scan(middle)
+        assert report.results == [] and report.watch.paused is None
+    listed = (await middle.ok(p.MemoryList(vault="notes"))).records
+    assert len(listed) == 10 and all(r.missing for r in listed)
+
+
+async def test_a_mass_delete_pauses_the_watch_and_resume_deletes_nothing_that_is_back(
+    middle: Middle, tmp_path: Path, clock: Clock
+) -> None:
+    folder = notes(tmp_path / "notes", 40)
+    await register(middle, folder)
+    kept = {n: (folder / f"n{n:03}.md").read_text() for n in range(11)}
+    for number in range(11):  # 11 > max(5, 25 % of 40)
+        (folder / f"n{number:03}.md").unlink()
+    clock.now += 1
+    await scan(middle)
+    clock.now += 11
+    with pytest.raises(MemoriesError) as paused:
+        await scan(middle)
+    assert paused.value.code == "watch_paused" and "11 files" in paused.value.message
+    assert "--resume" in paused.value.message and len(await titles(middle)) == 40
+    [info] = (await middle.ok(p.RagWatchList())).watches
+    assert info.state == "paused" and "max(5, 25 %" in (info.paused or "")
+    jobs = (await middle.ok(p.Jobs())).jobs
+    assert jobs[-1].kind == "watch" and jobs[-1].error is not None and jobs[-1].error.code == "watch_paused"
+    for number, text in kept.items():
+        if number < 9:
+            (folder / f"n{number:03}.md").write_text(text)  # most come back; two stay gone
+    clock.now += 60
+    resumed = await register(middle, folder, resume=True)  # what is still absent (since long before) goes now
+    assert resumed.watch.paused is None
+    assert sorted(r.source for r in resumed.results if r.status == "deleted") == ["n009.md", "n010.md"]
+    clock.now += 60
+    assert (await scan(middle)).results == []
+    assert len(await titles(middle)) == 38
+
+
+async def test_a_slow_delete_of_many_files_pauses_too_and_accept_deletions_goes_on(
+    middle: Middle, tmp_path: Path, clock: Clock
+) -> None:
+    folder = notes(tmp_path / "notes", 20)
+    await register(middle, folder)
+    deleted = 0
+    with pytest.raises(MemoriesError) as paused:
+        for number in range(8):  # one a minute: each is confirmed alone, but 6 within ten minutes is over 5
+            (folder / f"n{number:03}.md").unlink()
+            clock.now += 1
+            await scan(middle)
+            clock.now += 59
+            deleted += sum(r.status == "deleted" for r in (await scan(middle)).results)
+    assert paused.value.code == "watch_paused" and deleted == 5
+    assert len(await titles(middle)) == 15
+    accepted = await register(middle, folder, accept_deletions=True)
+    assert [r.status for r in accepted.results] == ["deleted"] and len(await titles(middle)) == 14
+
+
+@pytest.mark.parametrize("how", ["renamed away and replaced", "unreadable", "gone"])
+async def test_a_folder_that_vanishes_is_replaced_or_unreadable_pauses_and_deletes_nothing(
+    middle: Middle, tmp_path: Path, clock: Clock, how: str
+) -> None:
+    folder = notes(tmp_path / "notes", 6)
+    await register(middle, folder)
+    unreadable: set[str] = set()
+    middle.daemon.folders._unreadable = unreadable.__contains__
+    if how == "renamed away and replaced":
+        folder.rename(tmp_path / "elsewhere")
+        folder.mkdir()
+    elif how == "unreadable":
+        unreadable.add(str(folder))
+    else:
+        folder.rename(tmp_path / "elsewhere")
+    clock.now += 1
+    with pytest.raises(MemoriesError) as paused:
+        await scan(middle)
+    assert paused.value.code == "watch_paused"
+    clock.now += 3600
+    with pytest.raises(MemoriesError):
+        await scan(middle)  # paused: nothing happens until a resume
+    assert len(await titles(middle)) == 6
+    if how != "renamed away and replaced":  # (a folder replaced for good is resumed as the one watched now)
+        with pytest.raises(MemoriesError) as still:
+            await register(middle, folder, resume=True)
+        assert still.value.code == "watch_paused"
+    unreadable.clear()
+    if how != "unreadable":
+        if folder.exists():
+            folder.rmdir()
+        (tmp_path / "elsewhere").rename(folder)
+    resumed = await register(middle, folder, resume=True)
+    clock.now += 60
+    assert [r.status for r in resumed.results + (await scan(middle)).results] == []
+    assert len(await titles(middle)) == 6
+
+
+async def test_folders_that_cannot_be_watched_are_refused(middle: Middle, tmp_path: Path) -> None:
+    home = Path(middle.daemon.home.root)
+    inside = home / "inside"
+    inside.mkdir()
+    for folder in ("/", str(home), str(inside)):
+        with pytest.raises(MemoriesError) as refused:
+            await middle.ok(p.RagWatch(vault="notes", folder=folder))
+        assert refused.value.code == "invalid_argument", folder
+    with pytest.raises(MemoriesError) as relative:
+        await middle.ok(p.RagWatch(vault="notes", folder="notes"))
+    assert relative.value.code == "invalid_argument"
+    with pytest.raises(MemoriesError) as not_watched:
+        await middle.ok(p.RagWatch(vault="notes", folder=str(tmp_path), resume=True))
+    assert not_watched.value.code == "watch_not_found"
+    assert (await middle.ok(p.RagWatchList())).watches == []
+
+
+async def test_a_refused_file_is_reported_once_and_temporary_files_are_not_notes(
+    middle: Middle, tmp_path: Path, clock: Clock
+) -> None:
+    folder = notes(tmp_path / "notes", 1)
+    (folder / "bad.md").write_bytes(b"\xff\xfe not utf-8")
+    for name in ("n000.md.tmp", "~$n000.md", "n000.sync-conflict-20250301-101500-ABCDEFG.md", "4913", ".~lock.x#"):
+        (folder / name).write_text("# Temporary\n\nnot a note\n")
+    report = await register(middle, folder)
+    assert [(r.source, r.status) for r in report.results if r.status != "skipped"] == [
+        ("bad.md", "refused"),
+        ("n000.md", "added"),
+    ]
+    assert report.watch.refused == 1 and "unsupported_file" in (report.watch.error or "")
+    (folder / "n000.md").write_text("# Note 0\n\nedited\n")
+    clock.now += 1
+    again = await scan(middle)
+    assert [(r.source, r.status) for r in again.results] == [("n000.md", "updated")]  # bad.md is not read again
+    assert set(await titles(middle)) == {"Note 0"}
+
+
+async def test_unwatch_keeps_the_cards_and_a_deleted_vault_takes_its_watches(middle: Middle, tmp_path: Path) -> None:
+    folder = notes(tmp_path / "notes", 2)
+    await middle.ok(p.RagWatch(vault="notes", folder=str(folder)))
+    await middle.ok(p.RagUnwatch(vault="notes", folder=str(folder)))
+    assert (await middle.ok(p.RagWatchList())).count == 0 and len(await titles(middle)) == 2
+    await middle.ok(p.VaultCreate(name="other"))
+    await middle.ok(p.RagWatch(vault="other", folder=str(folder)))
+    await middle.ok(p.VaultDelete(vault="other"))
+    assert (await middle.ok(p.RagWatchList())).count == 0
+
+
+async def poll(check: Callable[[], object], what: str) -> None:
+    """Wait (at most 30 s: failing only on a hang) until ``check()`` is true."""
+    with trio.fail_after(30):
+        while not await check():  # type: ignore[misc]
+            await trio.sleep(0.05)
+
+
+async def test_lock_stops_the_watches_and_unlock_catches_up(middle: Middle, tmp_path: Path) -> None:
+    folder = notes(tmp_path / "notes", 2)
+    await middle.ok(p.RagWatch(vault="notes", folder=str(folder)))
+    status = await middle.ok(p.Status())
+    assert status.watch_count == 1 and status.watches[0].state == "watching"
+    await middle.ok(p.Lock())
+    locked = await middle.ok(p.Status())
+    assert (locked.watch_count, locked.watches) == (1, [])
+    assert (await middle.ok(p.RagWatchList())).count == 1
+    (folder / "while-locked.md").write_text("# Written while locked\n\nstill found\n")
+    await middle.ok(p.Unlock(passphrase=PASSPHRASE))
+
+    async def caught_up() -> bool:
+        return "Written while locked" in await titles(middle)
+
+    await poll(caught_up, "the catch-up scan")
+    (folder / "after.md").write_text("# Written after unlock\n\nseen by the watcher\n")
+
+    async def seen() -> bool:
+        return "Written after unlock" in await titles(middle)
+
+    await poll(seen, "the watcher")
+    report = await middle.ok(p.RagStatus(vault="notes"))
+    assert report.watch_count == 1 and report.watches[0].last_change is not None
+
+
+async def test_a_watcher_that_cannot_start_falls_back_to_scans_and_names_the_limit(
+    middle: Middle, tmp_path: Path
+) -> None:
+    middle.daemon.folders.watchers.watcher_error = "OS file watch limit reached"
+    folder = notes(tmp_path / "notes", 1)
+    await middle.ok(p.RagWatch(vault="notes", folder=str(folder)))
+
+    async def fell_back() -> bool:
+        [info] = (await middle.ok(p.RagWatchList())).watches
+        return info.state == "scanning"
+
+    await poll(fell_back, "the fallback")
+    [info] = (await middle.ok(p.RagWatchList())).watches
+    assert "max_user_watches" in (info.error or "") and "sysctl" in (info.error or "")
+
+
+SYNC_PASSPHRASE = "the sync passphrase"
+
+
+async def _sync(a: Middle, b: Middle, vault_b: str) -> None:
+    await a.ok(p.SyncPush(vault="notes"))
+    await b.ok(p.SyncPull(vault=vault_b))
+    await b.ok(p.SyncPush(vault=vault_b))
+    await a.ok(p.SyncPull(vault="notes"))
+
+
+async def _scan_all(middle: Middle, vault: str) -> list[tuple[str, str]]:
+    row = await middle.daemon.store.resolve_unlocked(vault)
+    found = []
+    for watch in await middle.daemon.store.watches(row):
+        report, _ = await middle.daemon.folders.scan(row, watch.id, RequestContext())
+        found += [(r.source or "", r.status) for r in report.results]
+    return found
+
+
+@pytest.mark.parametrize("layout", ["one folder", "a synced copy at another path"])
+async def test_two_devices_watching_one_synced_notes_folder_make_one_card_per_note_and_no_conflict(
+    tmp_path: Path, layout: str
+) -> None:
+    """Issue 20 item 4: an Obsidian vault synced to two machines, watched on both. Each device imports each note
+    and each change before it has pulled the other's: the same note becomes one card (its id derives from its path
+    in the folder), the two imports of one change are sibling heads with identical content, not a conflict, and an
+    import equal to a head adds no revision."""
+    folder_a = notes(tmp_path / "Obsidian", 3)
+    shared = tmp_path / "shared"
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    async with running_middle(tmp_path / "a") as a, running_middle(tmp_path / "b") as b:
+        await a.ok(p.SyncInit(vault="notes", folder=str(shared), passphrase=SYNC_PASSPHRASE))
+        await b.ok(p.SyncJoin(folder=str(shared), passphrase=SYNC_PASSPHRASE, name="mine"))
+        folder_b = folder_a
+        if layout != "one folder":
+            folder_b = tmp_path / "elsewhere" / "Obsidian"
+            folder_b.parent.mkdir()
+            shutil.copytree(folder_a, folder_b)  # what Syncthing does: the same files, their times kept
+        await a.ok(p.RagWatch(vault="notes", folder=str(folder_a)))
+        await b.ok(p.RagWatch(vault="mine", folder=str(folder_b)))
+        for middle in (a, b):
+            middle.daemon.folders.watchers.stop_all()
+        await _sync(a, b, "mine")
+        for middle, vault in ((a, "notes"), (b, "mine")):
+            listed = (await middle.ok(p.MemoryList(vault=vault))).records
+            assert sorted((r.title, r.conflict) for r in listed) == [(f"Note {n}", False) for n in range(3)]
+        for folder in {folder_a, folder_b}:
+            (folder / "n000.md").write_text("# Note 0\n\nedited on one machine, synced to the other\n")
+        assert await _scan_all(a, "notes") == [("n000.md", "updated")]
+        assert await _scan_all(b, "mine") == [("n000.md", "updated")]
+        await _sync(a, b, "mine")
+        for middle, vault in ((a, "notes"), (b, "mine")):
+            listed = {r.title: r for r in (await middle.ok(p.MemoryList(vault=vault))).records}
+            assert len(listed) == 3 and not listed["Note 0"].conflict
+            read = await middle.ok(p.MemoryRead(vault=vault, id=listed["Note 0"].id))
+            assert read.conflict is None and "synced to the other" in read.body
+            assert (await middle.ok(p.SyncStatus(vault=vault))).conflicts == []
+        for folder in {folder_a, folder_b}:  # touched, not changed: an import equal to a head adds no revision
+            os.utime(folder / "n001.md")
+        assert await _scan_all(a, "notes") == [("n001.md", "unchanged")]
+        assert await _scan_all(b, "mine") == [("n001.md", "unchanged")]
+        (folder_a / "n003.md").write_text("# Note 3\n\nwritten on one machine only, then synced\n")
+        assert await _scan_all(a, "notes") == [("n003.md", "added")]
+        await _sync(a, b, "mine")
+        if folder_b != folder_a:
+            shutil.copy2(folder_a / "n003.md", folder_b / "n003.md")
+            folder_a.rename(tmp_path / "away")  # A's path is not on B's machine: B knows the note by its path in it
+        assert await _scan_all(b, "mine") == [("n003.md", "unchanged")]
+        (folder_b / "n003.md").write_text("# Note 3\n\nthen edited on the other machine\n")
+        assert await _scan_all(b, "mine") == [("n003.md", "updated")]
+        assert len((await b.ok(p.MemoryList(vault="mine"))).records) == 4
