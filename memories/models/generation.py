@@ -162,17 +162,20 @@ class Compatible:
         return body
 
     def refusal(self, message: str, body: Any) -> Refusal | None:
-        """The message, or the error's ``param`` (OpenAI: ``"param": "response_format"``), names
-        ``response_format``, a JSON schema or JSON object (``schema``), or JSON mode (``json``: Groq, Together).
+        """The message, the error's ``param`` (OpenAI: ``"param": "response_format"``) or the provider's words that
+        OpenRouter quotes (``error.metadata.raw``) name ``response_format``, a JSON schema or JSON object
+        (``schema``), or JSON mode (``json``: Groq, Together).
 
         >>> COMPATIBLE.refusal("'response_format.type' must be 'json_schema'", None)
         'schema'
         >>> COMPATIBLE.refusal("x", {"error": {"message": "x", "param": "response_format"}})
         'schema'
         """
-        error = body.get("error") if isinstance(body, dict) else None
-        param = error.get("param") if isinstance(error, dict) else None
-        said = f"{message} {param if isinstance(param, str) else ''}".lower()
+        found = body.get("error") if isinstance(body, dict) else None
+        error: dict[str, Any] = found if isinstance(found, dict) else {}
+        metadata: dict[str, Any] = error["metadata"] if isinstance(error.get("metadata"), dict) else {}
+        named = [error.get("param"), metadata.get("raw")]  # OpenRouter quotes the provider's refusal in metadata.raw
+        said = " ".join([message, *(text for text in named if isinstance(text, str))]).lower()
         if "json mode" in said:
             return "json"
         return "schema" if any(name in said for name in _COMPATIBLE_NAMES) else None
@@ -187,6 +190,11 @@ class Compatible:
         """
         choices = reply.get("choices") if isinstance(reply, dict) else None
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            if isinstance(reply, dict) and isinstance(reply.get("message"), dict) and "done" in reply:
+                raise invalid_output(
+                    'the reply has no "choices": it is Ollama\'s own /api/chat shape; [rag.generation] url must be '
+                    "the OpenAI-compatible http://<host>:11434/v1/chat/completions"
+                )
             raise invalid_output('the reply has no "choices"')
         choice = choices[0]
         finish = choice.get("finish_reason")

@@ -30,6 +30,7 @@ an empty ``<think>\\n\\n</think>`` first             Qwen3 with thinking off (``
                                                     </reasoning><answer>…``), EXAONE Deep
 ``[THINK]…[/THINK]``                                Mistral's Magistral on llama.cpp, vLLM, Ollama
 ``◁think▷…◁/think▷``                                Moonshot's Kimi-VL thinking models
+``<|begin_of_thought|>…<|end_of_thought|>``         Sky-T1, OpenThinker and Bespoke-Stratos distills
 ``<|channel|>analysis<|message|>…<|end|>`` then     OpenAI's gpt-oss (harmony format) when the server does not
 the ``final`` channel                               parse it into a reasoning field
 reasoning in ``reasoning_content``, ``reasoning``   DeepSeek's API, vLLM and llama.cpp reasoning parsers,
@@ -59,6 +60,7 @@ _REASONING = [
 ] + [
     (re.compile(re.escape("[THINK]")), re.compile(re.escape("[/THINK]")), True),
     (re.compile(re.escape("◁think▷")), re.compile(re.escape("◁/think▷")), True),
+    (re.compile(re.escape("<|begin_of_thought|>")), re.compile(re.escape("<|end_of_thought|>")), True),
     # gpt-oss ends every message with <|end|>; only the analysis channel's is the end of reasoning.
     (re.compile(re.escape("<|channel|>analysis<|message|>")), re.compile(re.escape("<|end|>")), False),
 ]

@@ -98,6 +98,9 @@ SHAPES = {
     "thought tags (EXAONE Deep on llama.cpp)": _compatible(f"<thought>\n{DRAFT}\n</thought>\n{OBJECT}"),
     "[THINK] tags (Magistral on llama.cpp)": _compatible(f"[THINK]{DRAFT}[/THINK]{OBJECT}"),
     "◁think▷ tags (Kimi-VL thinking on vLLM)": _compatible(f"◁think▷{DRAFT}◁/think▷{OBJECT}"),
+    "begin/end_of_thought tokens (OpenThinker on llama.cpp)": _compatible(
+        f"<|begin_of_thought|>{DRAFT}<|end_of_thought|>\n<|begin_of_solution|>{OBJECT}<|end_of_solution|>"
+    ),
     "harmony channels left in the content (gpt-oss on an older llama.cpp)": _compatible(
         f"<|channel|>analysis<|message|>{DRAFT}<|end|><|start|>assistant<|channel|>final<|message|>{OBJECT}"
     ),
@@ -160,6 +163,10 @@ REFUSED = {
     "the model's refusal (OpenAI structured outputs)": (
         _compatible(None, refusal="I can't help with that."),
         "declined to answer",
+    ),
+    "Ollama's own /api/chat shape (a url without /v1)": (
+        Reply(200, {"model": "m", "message": {"role": "assistant", "content": OBJECT}, "done": True}),
+        "/v1/chat/completions",
     ),
     "a filtered reply (Azure OpenAI content filter)": (
         _compatible(OBJECT, finish_reason="content_filter"),
@@ -236,6 +243,15 @@ def test_a_bare_400_on_the_first_request_falls_back_but_not_later(model_server: 
 
     assert caught.value.code == "upstream_error" and "Bad Request" in caught.value.message
     assert _formats(model_server) == ["json_schema", "json_object", "json_object"]
+
+
+def test_openrouter_quotes_the_providers_refusal(model_server: ModelServer) -> None:
+    """OpenRouter answers 400 "Provider returned error" and quotes the provider in error.metadata.raw."""
+    raw = '{"error": {"message": "response_format json_schema is not supported for this model"}}'
+    body = {"error": {"message": "Provider returned error", "code": 400, "metadata": {"raw": raw}}}
+    model_server.script("chat", Reply(400, body))
+
+    assert _generate(model_server, probing=False).structured_output == "json_object"
 
 
 @pytest.mark.parametrize(
