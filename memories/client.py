@@ -3,11 +3,12 @@
 >>> from memories import protocol as p
 >>> from memories.paths import Home
 >>> client = Client(Home("/nonexistent/home", "/nonexistent/home/config.toml"))
->>> client.request(p.VaultList()).document()  # doctest: +ELLIPSIS
+>>> client.request(p.VaultList())  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 memories.errors.MemoriesError: daemon_not_running: no daemon is running for the home /nonexistent/home; ...
 
-With a daemon running, the same call returns ``{'vaults': [...]}``.
+With a daemon running, the same call returns ``Answer(result=VaultListing(vaults=[...]), warnings=[])``: each
+request declares its result's type (:class:`memories.protocol.ClientRequest`), and the reply is decoded into it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import os
 import socket
 import struct
 from collections.abc import Callable
+from typing import Any, Generic, NamedTuple, TypeVar, cast
 
 import msgspec
 
@@ -23,6 +25,15 @@ from memories import protocol as p
 from memories.errors import MemoriesError
 from memories.framing import recv_frame, send_frame
 from memories.paths import Home
+
+R = TypeVar("R")
+
+
+class Answer(NamedTuple, Generic[R]):
+    """A request's result, of the type the request declares, and the daemon's warnings sent along with it."""
+
+    result: R
+    warnings: list[str]
 
 
 class RequestFailed(MemoriesError):
@@ -38,8 +49,6 @@ class Client:
 
     def __init__(self, home: Home) -> None:
         self.home = home
-        self._encoder = msgspec.msgpack.Encoder()
-        self._decoder = msgspec.msgpack.Decoder(p.ClientFrame)
 
     def connect(self, timeout: float | None = p.SILENCE_SECONDS) -> socket.socket:
         """A connected socket whose operations time out after ``timeout`` seconds.
@@ -72,11 +81,11 @@ class Client:
 
     def request(
         self,
-        request: p.Request,
+        request: p.ClientRequest[R],
         on_progress: Callable[[p.Progress], None] | None = None,
         timeout: float | None = p.SILENCE_SECONDS,
-    ) -> p.ClientReply:
-        """Send ``request``; call ``on_progress`` for each progress event; return the reply.
+    ) -> Answer[R]:
+        """Send ``request``; call ``on_progress`` for each progress event; return its result and the warnings.
 
         A request may run for minutes (an index build), but while it runs the daemon sends a frame at least every
         :data:`~memories.protocol.HEARTBEAT_SECONDS`, so ``timeout`` seconds without any frame (default
@@ -84,24 +93,11 @@ class Client:
 
         Raises:
             RequestFailed: the daemon's failure (code, message, details, warnings).
-            MemoriesError: ``daemon_not_running``, also when the daemon hangs up without an answer;
-                ``daemon_unresponsive`` when ``timeout`` seconds pass without a frame.
+            MemoriesError: ``invalid_utf8`` and ``invalid_argument`` from :func:`encode_request`;
+                ``daemon_not_running``, also when the daemon hangs up without an answer; ``daemon_unresponsive``
+                when ``timeout`` seconds pass without a frame; ``protocol_mismatch`` from :func:`read_reply`.
         """
-        envelope = p.Envelope(
-            protocol=p.PROTOCOL_VERSION,
-            home=self.home.root,
-            config=self.home.config_path,
-            request=request,
-        )
-        try:
-            payload = self._encoder.encode(envelope)
-        except UnicodeEncodeError:
-            raise MemoriesError(
-                "invalid_utf8",
-                "an argument (a title, name, query, metadata value, path or passphrase) is not valid UTF-8",
-            ) from None
-        except OverflowError:
-            raise MemoriesError("invalid_argument", "a number is too large") from None
+        payload = encode_request(self.home, request)
         with self.connect(timeout) as sock:
             try:
                 send_frame(sock, payload)
@@ -118,7 +114,7 @@ class Client:
                     raise _gone(self.home) from None
                 if frame is None:
                     raise _gone(self.home)
-                message = self._decoder.decode(frame)
+                message = _FRAMES.decode(frame)
                 if isinstance(message, p.Heartbeat):
                     continue
                 if isinstance(message, p.Progress):
@@ -127,7 +123,53 @@ class Client:
                 elif isinstance(message, p.Failure):
                     raise RequestFailed(message)
                 else:
-                    return message
+                    return read_reply(message, request)
+
+
+_FRAMES = msgspec.msgpack.Decoder(p.ClientFrame)
+_ENCODER = msgspec.msgpack.Encoder()
+
+
+def encode_request(home: Home, request: p.ClientRequest[Any]) -> bytes:
+    """The frame payload of ``request`` for the daemon of ``home``: one :class:`~memories.protocol.Envelope`. Both
+    daemon clients, the CLI and the MCP server, send their requests through here, so the same bad argument gets
+    the same error code from either.
+
+    Raises:
+        MemoriesError: ``invalid_utf8`` when a string holds a lone surrogate (a byte of the command line that is not
+            UTF-8, an escape in an MCP argument); ``invalid_argument`` for an integer beyond 64 bits.
+    """
+    body = cast(p.Request, request)  # every ClientRequest is one of the Request union
+    envelope = p.Envelope(protocol=p.PROTOCOL_VERSION, home=home.root, config=home.config_path, request=body)
+    try:
+        return _ENCODER.encode(envelope)
+    except UnicodeEncodeError:
+        raise MemoriesError(
+            "invalid_utf8",
+            "an argument (a title, name, query, metadata value, path or passphrase) is not valid UTF-8",
+        ) from None
+    except OverflowError:
+        raise MemoriesError("invalid_argument", "a number is too large") from None
+
+
+def read_reply(reply: p.ClientReply, request: p.ClientRequest[R]) -> Answer[R]:
+    """``reply``'s result decoded into the type ``request`` declares, with its warnings. A daemon of an older or a
+    newer release that speaks the same protocol adds or lacks only optional fields (docs/architecture.md, "Client
+    protocol compatibility"), which decoding fills in or ignores.
+
+    Raises:
+        MemoriesError: ``protocol_mismatch`` when the result is not of that type (the daemon runs another release
+            whose reply this client cannot read: restart it).
+    """
+    try:
+        result: R = msgspec.msgpack.decode(reply.result, type=request.reply_type())
+    except msgspec.ValidationError as exc:
+        raise MemoriesError(
+            "protocol_mismatch",
+            f"the daemon's reply does not match this client ({exc}); restart the daemon "
+            "(`memories daemon stop`, then `memories daemon start`)",
+        ) from None
+    return Answer(result, reply.warnings)
 
 
 def _gone(home: Home) -> MemoriesError:

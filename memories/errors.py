@@ -55,7 +55,7 @@ CODES: dict[str, str] = {
     "upgrade Memories to open it.",
     "integrity_error": "Stored ciphertext failed authentication; it was changed, moved or corrupted.",
     "body_too_large": "The body exceeds the largest accepted size.",
-    "invalid_utf8": "The body is not valid UTF-8 text.",
+    "invalid_utf8": "Text (a body, a title, a query, any argument) is not valid UTF-8.",
     "invalid_argument": "An argument has the right type but an unusable value.",
     "confirmation_required": "A command that cannot be undone needs --yes when it cannot ask on a terminal.",
     # Config

@@ -15,6 +15,8 @@ import subprocess
 import sys
 import time
 
+import msgspec
+
 from memories import protocol as p
 from memories.client import Client
 from memories.errors import CODES, MemoriesError
@@ -42,18 +44,19 @@ def daemon_status(client: Client) -> p.DaemonStatus | None:
         if exc.code == "daemon_not_running":
             return None
         raise
-    return reply.decode(p.DaemonStatus)
+    return reply.result
 
 
-class Started:
+class Started(p.DaemonStatus, kw_only=True):
     """What ``daemon start`` found: the daemon's status, and whether it was already running (then nothing was
-    started: scripts and service units may call ``daemon start`` blindly)."""
+    started: scripts and service units may call ``daemon start`` blindly). Its ``--json`` document is the status's
+    with ``already_running``."""
 
-    __slots__ = ("already_running", "status")
+    already_running: bool
 
-    def __init__(self, status: p.DaemonStatus, already_running: bool) -> None:
-        self.status = status
-        self.already_running = already_running
+
+def _started(status: p.DaemonStatus, already_running: bool) -> Started:
+    return Started(**msgspec.structs.asdict(status), already_running=already_running)
 
 
 def start_daemon(home: Home) -> Started:
@@ -68,7 +71,7 @@ def start_daemon(home: Home) -> Started:
     client = Client(home)
     running = _running(home, client)
     if running is not None:
-        return Started(running, already_running=True)
+        return _started(running, already_running=True)
     stuck = lock_holder(home)
     if stuck is not None:
         raise MemoriesError(
@@ -107,11 +110,11 @@ def start_daemon(home: Home) -> Started:
             if error.code == "daemon_already_running":  # another `daemon start` won the race: fine if it answers
                 running = _running(home, client)
                 if running is not None:
-                    return Started(running, already_running=True)
+                    return _started(running, already_running=True)
             raise error
         status = daemon_status(client)
         if status is not None:
-            return Started(status, already_running=False)
+            return _started(status, already_running=False)
         time.sleep(_POLL)
     process.kill()
     raise MemoriesError(

@@ -14,7 +14,9 @@ with its workers is internal and versioned on its own (:mod:`memories.worker_pro
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, TypeVar
+import functools
+import operator
+from typing import Annotated, Any, ForwardRef, Generic, Literal, TypeVar, get_args
 
 import msgspec
 from msgspec import Meta
@@ -41,6 +43,7 @@ MAX_JSON_INTEGER = 2**53
 """Largest integer argument accepted: JSON's exact integer range (IEEE 754 doubles, RFC 8259 section 6)."""
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 RecordKind = Literal["memory", "card", "credential", "file"]
 Sensitivity = Literal["general", "private"]
@@ -66,19 +69,58 @@ class _Message(msgspec.Struct, tag_field=TAG_FIELD, kw_only=True, forbid_unknown
     """Base of every tagged message; the class name is the tag."""
 
 
+class ClientRequest(_Message, Generic[R]):
+    """A request whose reply's result is an ``R``: a result struct, or a union of them (``RagIndex`` is a
+    ``ClientRequest["IndexReport | JobStarted"]``; results are defined further down, hence the quotes). The client
+    decodes each reply into its request's :meth:`reply_type` and the daemon checks that it answers with one (the
+    same trick as :class:`memories.worker_protocol.WorkerRequest`)."""
+
+    @classmethod
+    def declared_reply(cls) -> Any:
+        """The ``R`` this request class declares: a result struct class or a union of them."""
+        return _reply_type(cls)
+
+    def reply_type(self) -> Any:
+        """The type of this request's result, for decoding and ``isinstance`` (:meth:`declared_reply`, but a
+        :class:`Granted` call's is its tool call's)."""
+        return self.declared_reply()
+
+
+_REPLY_TYPES: dict[type, Any] = {}
+
+
+def _reply_type(kind: type) -> Any:
+    """The ``R`` of ``kind``'s ``ClientRequest[R]`` base, evaluated in this module once it is needed (so a client
+    resolves only the request it sends)."""
+    found = _REPLY_TYPES.get(kind)
+    if found is None:
+        (base,) = [b for b in getattr(kind, "__orig_bases__", ()) if getattr(b, "__origin__", None) is ClientRequest]
+        (argument,) = get_args(base)
+        if isinstance(argument, ForwardRef):
+            names = argument.__forward_arg__.split("|")
+            argument = functools.reduce(operator.or_, (globals()[name.strip()] for name in names))
+        found = _REPLY_TYPES[kind] = argument
+    return found
+
+
+class _Result(_Message, forbid_unknown_fields=False):
+    """Base of every result struct. A client ignores the fields it does not know, so a daemon may add an optional
+    field without a protocol bump (docs/architecture.md, "Client protocol compatibility")."""
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Client -> daemon requests
 
 
-class Status(_Message):
+class Status(ClientRequest["DaemonStatus"]):
     """``daemon status``."""
 
 
-class Stop(_Message):
+class Stop(ClientRequest["Done"]):
     """``daemon stop``: the daemon finishes this reply, cancels every job and exits."""
 
 
-class Init(_Message):
+class Init(ClientRequest["Done"]):
     """``init``: create the key hierarchy from a passphrase (UTF-8, never from a command-line argument); one shorter
     than :data:`~memories.limits.MIN_PASSPHRASE_CHARS` only with ``allow_short``."""
 
@@ -86,56 +128,56 @@ class Init(_Message):
     allow_short: bool = False
 
 
-class Unlock(_Message):
+class Unlock(ClientRequest["Done"]):
     """``unlock``: open the key hierarchy with the passphrase (UTF-8); a wrong one is refused even when
     already unlocked."""
 
     passphrase: str
 
 
-class Lock(_Message):
+class Lock(ClientRequest["Done"]):
     """``lock``: drop every key and decrypted header, cancel vault jobs, restart the workers that held plaintext."""
 
 
-class VaultCreate(_Message):
+class VaultCreate(ClientRequest["VaultInfo"]):
     """``vault create``: ``device_only`` marks data that must never go to a non-loopback model endpoint."""
 
     name: str
     device_only: bool = False
 
 
-class VaultList(_Message):
+class VaultList(ClientRequest["VaultListing"]):
     """``vault list``: every vault of the home."""
 
 
-class VaultShow(_Message):
+class VaultShow(ClientRequest["VaultDetail"]):
     """``vault show``: ``vault`` is an id or a unique name, as in every request that names a vault."""
 
     vault: str
 
 
-class VaultPolicy(_Message):
+class VaultPolicy(ClientRequest["VaultInfo"]):
     """``vault policy``: set the vault's ``device_only`` flag (see :class:`VaultCreate`)."""
 
     vault: str
     device_only: bool
 
 
-class VaultRename(_Message):
+class VaultRename(ClientRequest["VaultInfo"]):
     """``vault rename``: give the vault ``name`` (its id, keys and records stay)."""
 
     vault: str
     name: str
 
 
-class VaultDelete(_Message):
+class VaultDelete(ClientRequest["VaultDeleted"]):
     """``vault delete``: revoke the vault's grants, remove the vault, its key and every record (the CLI asks to
     confirm first)."""
 
     vault: str
 
 
-class MemoryAdd(_Message):
+class MemoryAdd(ClientRequest["RecordRef"]):
     """``memory add``; ``body`` is raw bytes so the daemon is the one place that checks UTF-8 and size."""
 
     vault: str
@@ -146,7 +188,7 @@ class MemoryAdd(_Message):
     meta: dict[str, str] = {}
 
 
-class MemoryRead(_Message):
+class MemoryRead(ClientRequest["RecordView"]):
     """``memory read``: one revision of a record; ``revision`` ``None`` reads the latest, an int the one of that
     depth, a string the one whose revision id starts with it (8 to 64 hex digits)."""
 
@@ -155,14 +197,14 @@ class MemoryRead(_Message):
     revision: int | str | None = None
 
 
-class MemoryList(_Message):
+class MemoryList(ClientRequest["RecordListing"]):
     """``memory list``: summaries (never bodies) of the vault's records, of ``kind`` only when given."""
 
     vault: str
     kind: RecordKind | None = None
 
 
-class MemoryUpdate(_Message):
+class MemoryUpdate(ClientRequest["RecordRef"]):
     """``memory update``: fields left ``None`` keep their value from the latest revision (or from ``revision``, by
     depth or id, for a record in conflict); the new revision's parents are every head."""
 
@@ -175,14 +217,14 @@ class MemoryUpdate(_Message):
     revision: int | str | None = None
 
 
-class MemoryDelete(_Message):
+class MemoryDelete(ClientRequest["Done"]):
     """``memory delete``: remove the record and every revision of it."""
 
     vault: str
     id: str
 
 
-class MemoryMove(_Message):
+class MemoryMove(ClientRequest["RecordRef"]):
     """``memory move``: move record ``id`` with every revision from ``vault`` to vault ``to``."""
 
     vault: str
@@ -190,7 +232,7 @@ class MemoryMove(_Message):
     to: str
 
 
-class MemorySearch(_Message):
+class MemorySearch(ClientRequest["MemorySearchReport"]):
     """``memory search``: BM25 grouped by record; ``limit`` counts **records** (at most 100), each with
     up to 3 chunks."""
 
@@ -199,7 +241,7 @@ class MemorySearch(_Message):
     limit: int = 10
 
 
-class RagIngest(_Message):
+class RagIngest(ClientRequest["IngestReport"]):
     """``rag ingest``: ``paths`` are absolute (the client resolves them against its working folder)."""
 
     vault: str
@@ -209,7 +251,7 @@ class RagIngest(_Message):
     exclude: list[str] = []
 
 
-class RagWatch(_Message):
+class RagWatch(ClientRequest["WatchReport"]):
     """``rag watch``: register ``folder`` (absolute) and import it at once as :class:`RagIngest` would; the daemon
     then keeps the vault current while the home is unlocked. For a registered folder, ``resume`` resumes a paused
     watch (what is still absent is deleted, within the deletion rules) and ``accept_deletions`` resumes it and
@@ -225,20 +267,20 @@ class RagWatch(_Message):
     accept_deletions: bool = False
 
 
-class RagWatchList(_Message):
+class RagWatchList(ClientRequest["WatchListing"]):
     """``rag watch list``: the watched folders (of ``vault`` when given); while locked only their number."""
 
     vault: str | None = None
 
 
-class RagUnwatch(_Message):
+class RagUnwatch(ClientRequest["Done"]):
     """``rag unwatch``: stop watching ``folder`` (absolute); its cards stay."""
 
     vault: str
     folder: str
 
 
-class RagSearch(_Message):
+class RagSearch(ClientRequest["SearchReport"]):
     """``rag search``: ``limit`` counts **chunks** (at most 100); ``mode`` ``None`` is hybrid when the model
     is installed and the vault (nearly) embedded, else bm25."""
 
@@ -253,7 +295,7 @@ class RagSearch(_Message):
     """Compute ``highlights`` for each hit (the CLI asks for them for human output only; they cost ~0.2 ms a hit)."""
 
 
-class RagExplain(_Message):
+class RagExplain(ClientRequest["ExplainReport"]):
     """``rag explain``: why each result of a search ranks where it does, stage by stage, and the same for one
     ``chunk`` that may not have made the list (``RECORD`` or ``RECORD:N`` for its N-th chunk, ``RECORD`` a record
     id, source path or title; or a chunk-hash prefix of at least 8 hex digits), from the code path that ranks
@@ -272,13 +314,13 @@ class RagExplain(_Message):
     rerank: bool = False
 
 
-class RagStatus(_Message):
+class RagStatus(ClientRequest["RagStatusReport"]):
     """``rag status``: what the vault's index cache and the model hold; answered while locked too."""
 
     vault: str
 
 
-class RagAsk(_Message):
+class RagAsk(ClientRequest["AskReport"]):
     """``rag ask``: an answer from the vault's evidence chunks by the configured generation service, with checked
     citations (R-43). Retrieval as :class:`RagSearch` (``limit`` chunks at most, 8 by default); the endpoint is
     the daemon's ``[rag.generation]``, never chosen by a request."""
@@ -291,7 +333,7 @@ class RagAsk(_Message):
     no_rerank: bool = False
 
 
-class RagIndex(_Message):
+class RagIndex(ClientRequest["IndexReport | JobStarted"]):
     """``rag index``: embed the vault's missing chunks; ``background`` answers :class:`JobStarted` at once
     and keeps going in budgeted rounds."""
 
@@ -308,7 +350,7 @@ class BenchQuestion(msgspec.Struct, forbid_unknown_fields=True):
     relevant: list[str]
 
 
-class RagBench(_Message):
+class RagBench(ClientRequest["BenchReport"]):
     """``rag bench``: each question searched on its own (its own job and budget) in each mode, scored over the
     distinct records of the ranking (:class:`BenchReport`). ``modes`` empty: bm25, vector and hybrid when an
     embedding backend is usable, else bm25. ``rerank``: also the learned ``[rag.rerank]`` stage (it costs money),
@@ -320,24 +362,24 @@ class RagBench(_Message):
     rerank: bool = False
 
 
-class RagModelInstall(_Message):
+class RagModelInstall(ClientRequest["InstallReport"]):
     """``rag model-install``: download the pinned model files, or copy them from ``from_dir``
     (absolute) instead."""
 
     from_dir: str | None = None
 
 
-class Jobs(_Message):
+class Jobs(ClientRequest["JobListing"]):
     """``jobs``: recently finished jobs, then the queued and running ones."""
 
 
-class JobCancel(_Message):
+class JobCancel(ClientRequest["JobListing"]):
     """``jobs cancel``: cancel the job ``job_id``; the reply lists that job."""
 
     job_id: int
 
 
-class GrantCreate(_Message):
+class GrantCreate(ClientRequest["GrantCreated"]):
     """``grant create``: a grant on one vault for one AI client; ``expires`` is ``30m``, ``12h``, ``7d``, an
     ISO-8601 time or ``never``, read against the daemon's clock. The reply holds the only copy of the token."""
 
@@ -347,13 +389,13 @@ class GrantCreate(_Message):
     expires: str = "30d"
 
 
-class GrantList(_Message):
+class GrantList(ClientRequest["GrantListing"]):
     """``grant list``: every grant (of ``vault`` when given), never a token."""
 
     vault: str | None = None
 
 
-class GrantRevoke(_Message):
+class GrantRevoke(ClientRequest["GrantListing"]):
     """``grant revoke``: by ``id``, or by ``token`` (``inject --force`` replacing an entry whose grant id it does
     not know); exactly one of them."""
 
@@ -380,14 +422,14 @@ Mode = Annotated[SearchMode | None, Meta(description="bm25, vector or hybrid (de
 CardsOnly = Annotated[bool, Meta(description="Only imported documents (knowledge cards).")]
 
 
-class ToolSearch(_Message):
+class ToolSearch(ClientRequest["ToolSearchReport"]):
     """``memory_search`` through a grant: BM25 grouped by record, as :class:`MemorySearch`."""
 
     query: Query
     limit: Annotated[int, Meta(ge=1, le=MAX_RESULTS, description="How many notes (1 to 100).")] = 10
 
 
-class ToolRead(_Message):
+class ToolRead(ClientRequest["ReadPage"]):
     """``memory_read`` through a grant: one page of a record's body from the UTF-8 byte ``offset``."""
 
     id: Annotated[
@@ -405,7 +447,7 @@ class ToolRead(_Message):
     offset: Annotated[int, Meta(ge=0, le=MAX_JSON_INTEGER, description="UTF-8 byte offset to start the page at.")] = 0
 
 
-class ToolRetrieve(_Message):
+class ToolRetrieve(ClientRequest["ToolRetrieveReport"]):
     """``memory_retrieve`` through a grant: chunks with labels and byte spans, as :class:`RagSearch`."""
 
     query: Query
@@ -418,7 +460,7 @@ class ToolRetrieve(_Message):
     no_rerank: Annotated[bool, Meta(description="Skip the reranker.")] = False
 
 
-class ToolAsk(_Message):
+class ToolAsk(ClientRequest["ToolAskReport"]):
     """``memory_ask`` through a grant: as :class:`RagAsk`; ``insufficient_evidence`` is a result, not an error."""
 
     question: Annotated[
@@ -430,7 +472,7 @@ class ToolAsk(_Message):
     cards_only: CardsOnly = False
 
 
-class ToolStatus(_Message):
+class ToolStatus(ClientRequest["ToolStatusReport"]):
     """What an MCP server tells its client about its grant (the server's instructions, ``memory_ask``'s
     ``openWorldHint``): any valid grant may ask, whatever its scope, and the answer never builds a cache or embeds
     (:class:`ToolStatusReport`)."""
@@ -439,15 +481,19 @@ class ToolStatus(_Message):
 ToolCall = ToolSearch | ToolRead | ToolRetrieve | ToolAsk | ToolStatus
 
 
-class Granted(_Message):
+class Granted(ClientRequest["ToolResult"]):
     """An MCP tool call: checked against the grant of ``token`` in the daemon (token, expiry, revocation, scope,
     then the vault's state) and answered from that grant's vault only."""
 
     token: str
     call: ToolCall
 
+    def reply_type(self) -> Any:
+        """The reply type of its ``call``."""
+        return self.call.reply_type()
 
-class SyncInit(_Message):
+
+class SyncInit(ClientRequest["SyncReport"]):
     """``sync init``: make ``folder`` the vault's sync folder, its key wrapped under the sync ``passphrase``."""
 
     vault: str
@@ -455,7 +501,7 @@ class SyncInit(_Message):
     passphrase: str
 
 
-class SyncJoin(_Message):
+class SyncJoin(ClientRequest["SyncJoined"]):
     """``sync join``: add the vault of sync folder ``folder`` (its id and key), as ``name`` when given."""
 
     folder: str
@@ -463,19 +509,19 @@ class SyncJoin(_Message):
     name: str | None = None
 
 
-class SyncPush(_Message):
+class SyncPush(ClientRequest["SyncReport"]):
     """``sync push``: write the vault's revisions the folder lacks."""
 
     vault: str
 
 
-class SyncPull(_Message):
+class SyncPull(ClientRequest["SyncReport"]):
     """``sync pull``: import what the folder holds and the vault has not seen."""
 
     vault: str
 
 
-class SyncStatus(_Message):
+class SyncStatus(ClientRequest["SyncReport"]):
     """``sync status``: the vault's last push and pull and what they found."""
 
     vault: str
@@ -538,7 +584,7 @@ class Envelope(msgspec.Struct, forbid_unknown_fields=True):
 # Daemon -> client results (each encodes to the command's --json document)
 
 
-class Done(_Message, omit_defaults=True):
+class Done(_Result, omit_defaults=True):
     """A command with nothing to report beyond success: ``{"ok": true}``, with ``locked`` after ``init``, ``unlock``
     and ``lock``."""
 
@@ -582,7 +628,7 @@ class WatchInfo(msgspec.Struct):
     error: str | None = None
 
 
-class WatchReport(_Message):
+class WatchReport(_Result):
     """``rag watch``: the folder's watch and what its import (at registration or resume) did."""
 
     watch: WatchInfo
@@ -590,7 +636,7 @@ class WatchReport(_Message):
     over_limit: ErrorInfo | None = None
 
 
-class WatchListing(_Message):
+class WatchListing(_Result):
     """``rag watch list``; ``count`` is known while locked, ``watches`` only while unlocked."""
 
     locked: bool
@@ -598,7 +644,7 @@ class WatchListing(_Message):
     watches: list[WatchInfo]
 
 
-class DaemonStatus(_Message):
+class DaemonStatus(_Result):
     """``daemon status``; ``uptime`` in seconds, ``config_digest`` SHA-256 hex of config.toml (or "absent");
     ``dumpable`` whether the supervisor may dump core (``false`` once :mod:`memories.hardening` ran, ``null``
     where it cannot be told)."""
@@ -629,7 +675,7 @@ class DaemonStatus(_Message):
     """Each watched folder (empty while locked)."""
 
 
-class VaultInfo(_Message):
+class VaultInfo(_Result):
     """``vault create``, ``vault policy`` and one row of ``vault list``; ``id`` is 16 lowercase hex digits."""
 
     id: str
@@ -637,7 +683,7 @@ class VaultInfo(_Message):
     device_only: bool
 
 
-class VaultDetail(_Message):
+class VaultDetail(_Result):
     """``vault show``: ``created`` is a Unix time in seconds; ``records`` counts live records of every kind."""
 
     id: str
@@ -647,7 +693,7 @@ class VaultDetail(_Message):
     records: int
 
 
-class VaultDeleted(_Message):
+class VaultDeleted(_Result):
     """``vault delete``: the vault that is gone, how many records went with it and how many grants were revoked."""
 
     id: str
@@ -656,13 +702,13 @@ class VaultDeleted(_Message):
     revoked_grants: int
 
 
-class VaultListing(_Message):
+class VaultListing(_Result):
     """``vault list``."""
 
     vaults: list[VaultInfo]
 
 
-class RecordRef(_Message):
+class RecordRef(_Result):
     """``memory add`` and ``memory update``: the record's id and the revision just written."""
 
     id: str
@@ -677,7 +723,7 @@ class Conflict(msgspec.Struct):
     deleted: bool
 
 
-class RecordView(_Message):
+class RecordView(_Result):
     """``memory read``: ``created``/``updated`` are Unix times in seconds; ``revision_id`` is the revision's id
     (SHA-256 hex of the sealed revision)."""
 
@@ -711,7 +757,7 @@ class RecordSummary(msgspec.Struct):
     confirmed gone)."""
 
 
-class RecordListing(_Message):
+class RecordListing(_Result):
     """``memory list``."""
 
     records: list[RecordSummary]
@@ -747,13 +793,13 @@ class JobInfo(msgspec.Struct):
     """At that rate, seconds until ``done`` reaches ``total`` (null when either is unknown)."""
 
 
-class JobListing(_Message):
+class JobListing(_Result):
     """``jobs`` and ``jobs cancel``."""
 
     jobs: list[JobInfo]
 
 
-class JobStarted(_Message):
+class JobStarted(_Result):
     """A job left running in the background (``rag index --background``); ``memories jobs`` follows it."""
 
     job_id: int
@@ -770,7 +816,7 @@ class IngestResult(msgspec.Struct):
     error: ErrorInfo | None = None
 
 
-class IngestReport(_Message, omit_defaults=True):
+class IngestReport(_Result, omit_defaults=True):
     """``rag ingest``: one result per path found (files stored, refused or skipped). ``over_limit``: the cards are
     stored, but the vault is now over a per-vault index limit (``vault_too_large``), so its searches fail; the CLI
     exits 3."""
@@ -800,7 +846,7 @@ class SearchHit(msgspec.Struct, omit_defaults=True):
     highlights: list[tuple[int, int]] = []
 
 
-class SearchReport(_Message):
+class SearchReport(_Result):
     """``rag search``: the mode actually used and the chunks in rank order, labelled S1..Sn."""
 
     mode: SearchMode
@@ -828,7 +874,7 @@ class RecordHit(msgspec.Struct):
     chunks: list[ChunkHit]
 
 
-class MemorySearchReport(_Message):
+class MemorySearchReport(_Result):
     """``memory search``: records in rank order; chunk labels S1..Sn run across the records."""
 
     results: list[RecordHit]
@@ -872,7 +918,7 @@ class IndexingState(msgspec.Struct):
     seconds_left: float | None = None
 
 
-class RagStatusReport(_Message):
+class RagStatusReport(_Result):
     """``rag status``; ``last_build`` is a Unix time in seconds of the last index change, or null."""
 
     vault: str
@@ -910,7 +956,7 @@ class EmbedFailure(msgspec.Struct):
     error: str
 
 
-class IndexReport(_Message):
+class IndexReport(_Result):
     """``rag index``: chunks embedded by this job, found already embedded, still missing, and refused by the
     embedding service (not resent; the CLI exits 3 when there are any)."""
 
@@ -935,7 +981,7 @@ class Citation(msgspec.Struct):
     text: str
 
 
-class AskReport(_Message, omit_defaults=True):
+class AskReport(_Result, omit_defaults=True):
     """``rag ask``: ``status`` ``answered`` with the answer and its citations, or ``insufficient_evidence`` with
     ``answer`` null, no citations and ``reason`` (``retrieval``: no chunk was evidence, the service was not
     called; ``model``: the answer cited nothing). ``answer_truncated``: the answer was longer than the answer cap
@@ -1036,7 +1082,7 @@ class ExplainedChunk(msgspec.Struct):
     label: str | None = None
 
 
-class ExplainReport(_Message):
+class ExplainReport(_Result):
     """``rag explain``: the mode used, the query's analysis, the results in rank order, the named ``chunk`` (null
     when none was asked for), how many chunks have no vector (absent from the vector ranking: explain never
     embeds them) and ``notes`` on the stages that did not run."""
@@ -1060,7 +1106,7 @@ class BenchFigures(msgspec.Struct):
     missed: list[str] = msgspec.field(default_factory=list)
 
 
-class BenchReport(_Message):
+class BenchReport(_Result):
     """``rag bench``: figures per mode searched, in the order asked, and how many questions there were."""
 
     modes: dict[str, BenchFigures]
@@ -1078,14 +1124,14 @@ class InstalledFile(msgspec.Struct):
     transferred: int
 
 
-class InstallReport(_Message):
+class InstallReport(_Result):
     """``rag model-install``: the model folder and each of its files."""
 
     path: str
     files: list[InstalledFile]
 
 
-class GrantCreated(_Message):
+class GrantCreated(_Result):
     """``grant create``: ``token`` is shown this once (the daemon keeps only its SHA-256); ``expires`` is a Unix
     time in seconds, or null for ``never``."""
 
@@ -1110,13 +1156,13 @@ class GrantInfo(msgspec.Struct):
     state: GrantState
 
 
-class GrantListing(_Message):
+class GrantListing(_Result):
     """``grant list`` and ``grant revoke``."""
 
     grants: list[GrantInfo]
 
 
-class ReadPage(_Message):
+class ReadPage(_Result):
     """``memory_read``: one page of the body, ``text`` = bytes ``offset`` to ``next_offset`` of its UTF-8 form.
 
     ``next_offset`` is null on the last page; ``total_bytes`` is the body's size. ``source`` and ``tags`` are the
@@ -1138,7 +1184,7 @@ class ReadPage(_Message):
     text: str
 
 
-class ToolSearchReport(_Message):
+class ToolSearchReport(_Result):
     """``memory_search``: as :class:`MemorySearchReport`, cut to the result cap; ``omitted`` records left out."""
 
     results: list[RecordHit]
@@ -1146,7 +1192,7 @@ class ToolSearchReport(_Message):
     omitted: int
 
 
-class ToolRetrieveReport(_Message):
+class ToolRetrieveReport(_Result):
     """``memory_retrieve``: as :class:`SearchReport`, cut to the result cap; ``omitted`` chunks left out."""
 
     mode: SearchMode
@@ -1156,7 +1202,7 @@ class ToolRetrieveReport(_Message):
     omitted: int
 
 
-class ToolAskReport(_Message):
+class ToolAskReport(_Result):
     """``memory_ask``: as :class:`AskReport`, cut to the result cap; when cut, each citation's ``text`` is a
     shorter snippet (its byte span still names the whole chunk) and ``omitted`` counts the citations shortened.
     ``truncated`` says that anything was cut, the answer (``answer_truncated``) or a citation's text."""
@@ -1171,7 +1217,7 @@ class ToolAskReport(_Message):
     omitted: int
 
 
-class ToolStatusReport(_Message):
+class ToolStatusReport(_Result):
     """:class:`ToolStatus`: nothing secret and no titles. ``generation``: ``none`` (no ``[rag.generation]``,
     ``memory_ask`` fails), ``device`` (a loopback service) or ``remote`` (its URL leaves the machine). While the
     home is ``locked`` nothing else is known. Else the grant's vault (its name) and ``scope``, the vault's
@@ -1214,7 +1260,7 @@ class SyncTimerError(msgspec.Struct):
     at: float
 
 
-class SyncReport(_Message):
+class SyncReport(_Result):
     """``sync init|push|pull|status``: times are Unix seconds (``None``: never); ``imported``: revisions the last
     pull imported; ``pushed``: payloads the last push wrote (rewritten damaged ones included); ``conflicts``:
     record ids in conflict after the last pull; ``not_local``: revisions another device pushed that have not
@@ -1236,7 +1282,7 @@ class SyncReport(_Message):
     timer_error: SyncTimerError | None = None
 
 
-class SyncJoined(_Message):
+class SyncJoined(_Result):
     """``sync join``: the vault added."""
 
     id: str
@@ -1277,6 +1323,9 @@ Result = (
     | SyncJoined
 )
 
+ToolResult = ToolSearchReport | ReadPage | ToolRetrieveReport | ToolAskReport | ToolStatusReport
+"""The result of a :class:`Granted` call: the reply of its ``call`` (:meth:`Granted.reply_type`)."""
+
 
 class Progress(_Message):
     """A progress event, streamed before the final reply; ``unit`` is ``files``, ``chunks`` or ``bytes``;
@@ -1314,25 +1363,27 @@ ServerFrame = Progress | Heartbeat | Reply | Failure
 
 
 class ClientReply(msgspec.Struct, tag_field=TAG_FIELD, tag="Reply", kw_only=True):
-    """A :class:`Reply` as the client reads it: the result stays MessagePack (``msgspec.Raw``) until it is
-    printed or decoded into its type. The CLI prints results as JSON or text, so typing every one of the 16 result
-    structs on each start would only cost time (building that decoder takes about 5 ms)."""
+    """A :class:`Reply` as the client reads it: the result stays MessagePack (``msgspec.Raw``) until it is decoded
+    into the type its request declares (:meth:`ClientRequest.reply_type`), so a client builds the decoder of that
+    one result, not of all of them (which took about 5 ms on each start)."""
 
     result: msgspec.Raw
     warnings: list[str] = []
 
-    def document(self) -> dict[str, Any]:
-        """The result as the ``--json`` document: plain data without the ``$type`` tags."""
-        document: dict[str, Any] = _untag(msgspec.msgpack.decode(self.result))
-        return document
-
-    def decode(self, kind: type[T]) -> T:
-        """The result as ``kind`` (validated)."""
-        return msgspec.msgpack.decode(self.result, type=kind)
-
 
 ClientFrame = Progress | Heartbeat | ClientReply | Failure
 """What a client decodes: the server's frames with the result left raw."""
+
+
+def document(result: msgspec.Struct) -> dict[str, Any]:
+    """The ``--json`` document of a result struct (and the ``structuredContent`` of an MCP tool's result): its
+    fields as JSON-ready data, without the ``$type`` tags.
+
+    >>> document(RecordRef(id="0123456789abcdef", revision=2))
+    {'id': '0123456789abcdef', 'revision': 2}
+    """
+    plain: dict[str, Any] = _untag(msgspec.to_builtins(result))
+    return plain
 
 
 def _untag(value: Any) -> Any:

@@ -11,7 +11,8 @@ from typing import get_args
 import click
 
 from memories import protocol as p
-from memories.cli.output import Session, command, common_options, local_time, table
+from memories.cli import render
+from memories.cli.output import Session, command, common_options
 
 SCOPE_HELP = "Comma-separated tools: search, read, retrieve, ask (memory_search ... memory_ask)."
 EXPIRES_HELP = "30m, 12h, 7d, an ISO-8601 time or never (default: 30d)."
@@ -29,22 +30,6 @@ def parse_scope(text: str) -> list[str]:
     return names
 
 
-def _show_grants(document: dict) -> None:
-    rows = [
-        [
-            g["id"],
-            g["vault"],
-            g["client"],
-            ",".join(g["scope"]),
-            local_time(g["created"]),
-            local_time(g["expires"]),
-            g["state"],
-        ]
-        for g in document["grants"]
-    ]
-    table(rows, ["id", "vault", "client", "scope", "created", "expires", "state"])
-
-
 @click.group()
 @common_options
 def grant(json_mode: bool, home: str | None, config: str | None) -> None:
@@ -58,25 +43,19 @@ def grant(json_mode: bool, home: str | None, config: str | None) -> None:
 @click.option("--expires", default="30d", show_default=True, help=EXPIRES_HELP)
 def create(session: Session, vault_ref: str, client: str, scope: str, expires: str) -> None:
     """Create a grant and print its token once."""
-
-    def human(document: dict) -> None:
-        click.echo(f"grant {document['id']} on {document['vault']} for {document['client']}")
-        click.echo(f"scope {','.join(document['scope'])}, expires {local_time(document['expires'])}")
-        click.echo(f"token (shown once): {document['token']}")
-
     request = p.GrantCreate(vault=vault_ref, client=client, scope=parse_scope(scope), expires=expires)  # type: ignore[arg-type]
-    session.emit(*session.call(request), human)
+    session.emit(*session.call(request), render.grant_created)
 
 
 @command(grant, name="list")
 @click.argument("vault_ref", metavar="[VAULT]", required=False)
 def list_grants(session: Session, vault_ref: str | None) -> None:
     """List grants (never their tokens)."""
-    session.emit(*session.call(p.GrantList(vault=vault_ref)), _show_grants)
+    session.emit(*session.call(p.GrantList(vault=vault_ref)), render.grants)
 
 
 @command(grant)
 @click.argument("grant_id", metavar="ID")
 def revoke(session: Session, grant_id: str) -> None:
     """Revoke a grant: its next MCP call fails, and a call in flight is dropped."""
-    session.emit(*session.call(p.GrantRevoke(id=grant_id)), _show_grants)
+    session.emit(*session.call(p.GrantRevoke(id=grant_id)), render.grants)

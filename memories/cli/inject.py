@@ -121,19 +121,19 @@ class _Injector:
 
     def _configure(self, target: ClientTarget, text: str | None, current: Any) -> dict[str, Any]:
         request = p.GrantCreate(vault=self.vault, client=target.name, scope=self.scope, expires=self.expires)  # type: ignore[arg-type]
-        grant = self.session.client.request(request).document()
+        grant = self.session.client.request(request).result
         try:
-            backup = write_config(target.config_path, _merged(target, text, self.entry(target, grant["token"])))
+            backup = write_config(target.config_path, _merged(target, text, self.entry(target, grant.token)))
         except MemoriesError:
-            self._revoke(p.GrantRevoke(id=grant["id"]))
+            self._revoke(p.GrantRevoke(id=grant.id))
             raise
         old = _old_token(current)
-        if old is not None and old != grant["token"]:
+        if old is not None and old != grant.token:
             self._revoke(p.GrantRevoke(token=old))
         note = f"restart {target.title} to load the {SERVER_NAME} server"
         if self.url is not None:
             note += f" (at {self.url}: keep `memories mcp serve --http` running on that port)"
-        return {"status": "configured", "grant": grant["id"], "backup": backup, "restart": True, "note": note}
+        return {"status": "configured", "grant": grant.id, "backup": backup, "restart": True, "note": note}
 
     def _revoke(self, request: p.GrantRevoke) -> None:
         try:

@@ -5,18 +5,8 @@ from __future__ import annotations
 import click
 
 from memories import protocol as p
-from memories.cli.output import Session, command, common_options, job_pace, table
-
-
-def _show_jobs(document: dict) -> None:
-    rows = []
-    for job in document["jobs"]:
-        # a job that never reported progress (a search): its state says it all
-        progress = "-" if job.get("unit") is None else job_pace(job)
-        error = job["error"]["code"] if job["error"] else ""
-        vault = job.get("vault_name") or job["vault"] or ""
-        rows.append([str(job["id"]), job["kind"], vault, job["state"], progress, error])
-    table(rows, ["id", "kind", "vault", "state", "progress", "error"])
+from memories.cli import render
+from memories.cli.output import Session, command, common_options
 
 
 @click.group(invoke_without_command=True)
@@ -31,11 +21,11 @@ def jobs(ctx: click.Context, json_mode: bool, home: str | None, config: str | No
 @command(jobs, name="list")
 def list_jobs(session: Session) -> None:
     """List queued, running and recently finished jobs."""
-    session.emit(*session.call(p.Jobs()), _show_jobs)
+    session.emit(*session.call(p.Jobs()), render.jobs)
 
 
 @command(jobs)
 @click.argument("job_id", type=click.IntRange(1, 2**62))
 def cancel(session: Session, job_id: int) -> None:
     """Cancel a queued or running job and show its new state."""
-    session.emit(*session.call(p.JobCancel(job_id=job_id)), _show_jobs)
+    session.emit(*session.call(p.JobCancel(job_id=job_id)), render.jobs)

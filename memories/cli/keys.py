@@ -7,6 +7,7 @@ import sys
 import click
 
 from memories import protocol as p
+from memories.cli import render
 from memories.cli.output import Session, command
 from memories.errors import MemoriesError
 from memories.limits import MAX_PASSPHRASE_BYTES, check_passphrase_length
@@ -50,20 +51,16 @@ def read_passphrase(from_stdin: bool, confirm: bool, *, check_length: bool = Fal
     return first
 
 
-def _state(document: dict) -> None:
-    click.echo("locked" if document.get("locked") else "unlocked")
-
-
 @command(None)
 @click.option("--passphrase-stdin", is_flag=True, help=_STDIN_HELP)
 @click.option("--allow-short-passphrase", is_flag=True, help="Accept a passphrase shorter than 8 characters.")
 def init(session: Session, passphrase_stdin: bool, allow_short_passphrase: bool) -> None:
     """Create the key hierarchy of this home from a passphrase (the daemon must be running)."""
     status, _ = session.call(p.Status())  # before asking for a passphrase that would be of no use
-    if status["initialized"]:
+    if status.initialized:
         raise MemoriesError("already_initialized", "this home already has a key hierarchy; use `memories unlock`")
     passphrase = read_passphrase(passphrase_stdin, confirm=True, check_length=not allow_short_passphrase)
-    session.emit(*session.call(p.Init(passphrase=passphrase, allow_short=allow_short_passphrase)), _state)
+    session.emit(*session.call(p.Init(passphrase=passphrase, allow_short=allow_short_passphrase)), render.lock_state)
 
 
 @command(None)
@@ -71,10 +68,10 @@ def init(session: Session, passphrase_stdin: bool, allow_short_passphrase: bool)
 def unlock(session: Session, passphrase_stdin: bool) -> None:
     """Unlock the home in the running daemon."""
     passphrase = read_passphrase(passphrase_stdin, confirm=False)
-    session.emit(*session.call(p.Unlock(passphrase=passphrase)), _state)
+    session.emit(*session.call(p.Unlock(passphrase=passphrase)), render.lock_state)
 
 
 @command(None)
 def lock(session: Session) -> None:
     """Drop every key and cancel every vault job; workers that saw plaintext are restarted."""
-    session.emit(*session.call(p.Lock()), _state)
+    session.emit(*session.call(p.Lock()), render.lock_state)

@@ -7,23 +7,14 @@ input is removed. Listing never prints a body.
 
 from __future__ import annotations
 
-import shlex
 import sys
 from typing import BinaryIO, get_args
 
 import click
 
 from memories import protocol as p
-from memories.cli.output import (
-    Session,
-    command,
-    common_options,
-    local_time,
-    one_line,
-    plain_decimal,
-    table,
-)
-from memories.cli.terminal import escape
+from memories.cli import render
+from memories.cli.output import Session, command, common_options
 from memories.errors import MemoriesError
 from memories.files import UTF8_BOM, FileTooLarge, NotRegularFile, read_regular_file
 from memories.limits import MAX_BODY_BYTES, body_too_large, check_result_limit
@@ -123,10 +114,6 @@ def _meta(pairs: tuple[str, ...]) -> dict[str, str]:
     return meta
 
 
-def _show_ref(document: dict) -> None:
-    click.echo(f"{document['id']}  revision {document['revision']}")
-
-
 _META_HELP = "Metadata KEY=VALUE (repeatable); `source` and `tags` are indexed for search."
 
 
@@ -159,7 +146,7 @@ def add(
         body=data,
         meta=_meta(meta),
     )
-    session.emit(*session.call(request), _show_ref)
+    session.emit(*session.call(request), render.record_ref)
 
 
 @command(memory)
@@ -172,59 +159,8 @@ def add(
 )
 def read(session: Session, vault_ref: str, record_id: str, revision: int | str | None) -> None:
     """Print one revision of a record (of a record in conflict: the version shown, and the others' ids)."""
-    document, warnings = session.call(p.MemoryRead(vault=vault_ref, id=record_id, revision=revision))
-    session.emit(document, warnings, lambda d: show_record(vault_ref, d), lines=("body",))
-
-
-SHORT_REVISION = 16
-"""Hex digits of a revision id shown in text: unique in practice, and ``--revision`` takes any unique prefix of 8
-or more."""
-
-
-def show_record(vault_ref: str, document: dict) -> None:
-    """``memory read`` as text (``document`` escaped already): title, id line, the conflict when there is one
-    (:func:`conflict_lines`), metadata, body."""
-    updated = local_time(document["updated"])
-    click.echo(f"# {document['title']}")
-    click.echo(
-        f"id {document['id']}  revision {document['revision']}  {document['kind']}  "
-        f"{document['sensitivity']}  {updated}"
-    )
-    for line in conflict_lines(vault_ref, document):
-        click.echo(line)
-    for key, value in sorted(document["meta"].items()):
-        click.echo(f"{key}: {value}")
-    click.echo()
-    click.echo(document["body"])
-
-
-def conflict_lines(vault_ref: str, document: dict) -> list[str]:
-    """What text shows of a record in conflict (``document["conflict"]``, else nothing): that several versions
-    exist and how to resolve it, then each version's id: the one shown, a deletion, or the command that reads it.
-
-    A deletion is named only when it is certain: a deletion is never shown, so when the revision shown is one of
-    two heads and one head deletes the record, the other is the deletion."""
-    conflict = document["conflict"]
-    if conflict is None:
-        return []
-    heads, shown = conflict["revisions"], document["revision_id"]
-    deletion_known = conflict["deleted"] and shown in heads and len(heads) == 2
-    command = f"memories memory read {shlex.quote(vault_ref)} {document['id']} --revision"
-    lines = [
-        f"conflict: {len(heads)} versions, made on different devices; `memory update` resolves it "
-        "(`--revision ID` picks the version it starts from)"
-    ]
-    for revision_id in heads:
-        short = revision_id[:SHORT_REVISION]
-        if revision_id == shown:
-            lines.append(f"  {short}  shown here")
-        elif deletion_known:
-            lines.append(f"  {short}  deletes the record")
-        else:
-            lines.append(f"  {short}  {command} {short}")
-    if conflict["deleted"] and not deletion_known:
-        lines.append("  one of them deletes the record")
-    return [escape(line) for line in lines]  # the vault as typed
+    view, warnings = session.call(p.MemoryRead(vault=vault_ref, id=record_id, revision=revision))
+    session.emit(view, warnings, lambda escaped: render.record(escaped, vault_ref), lines=("body",))
 
 
 @command(memory, name="list")
@@ -232,28 +168,7 @@ def conflict_lines(vault_ref: str, document: dict) -> list[str]:
 @click.option("--kind", type=click.Choice(KINDS))
 def list_(session: Session, vault_ref: str, kind: p.RecordKind | None) -> None:
     """List records (titles only, never bodies)."""
-
-    session.emit(*session.call(p.MemoryList(vault=vault_ref, kind=kind)), show_listing)
-
-
-def show_listing(document: dict) -> None:
-    """``memory list`` as a table; a damaged record's title starts with ``DAMAGED (integrity_error)``, a record in
-    conflict's with ``CONFLICT`` (``memory read`` shows its versions), a card whose watched file is gone with
-    ``MISSING``."""
-    rows = [
-        [
-            r["id"],
-            str(r["revision"]),
-            r["kind"] or "?",
-            r["sensitivity"] or "?",
-            ("DAMAGED (integrity_error) " if r["damaged"] else "")
-            + ("CONFLICT " if r["conflict"] else "")
-            + ("MISSING " if r.get("missing") else "")
-            + one_line(r["title"] or ""),
-        ]
-        for r in document["records"]
-    ]
-    table(rows, ["id", "rev", "kind", "sensitivity", "title"])
+    session.emit(*session.call(p.MemoryList(vault=vault_ref, kind=kind)), render.record_listing)
 
 
 @command(memory)
@@ -292,7 +207,7 @@ def update(
         meta=_meta(meta) if meta else None,
         revision=revision,
     )
-    session.emit(*session.call(request), _show_ref)
+    session.emit(*session.call(request), render.record_ref)
 
 
 @command(memory)
@@ -300,7 +215,7 @@ def update(
 @click.argument("record_id", metavar="ID")
 def delete(session: Session, vault_ref: str, record_id: str) -> None:
     """Delete a record and all its revisions."""
-    session.emit(*session.call(p.MemoryDelete(vault=vault_ref, id=record_id)), lambda d: click.echo("deleted"))
+    session.emit(*session.call(p.MemoryDelete(vault=vault_ref, id=record_id)), render.deleted)
 
 
 @command(memory)
@@ -309,7 +224,7 @@ def delete(session: Session, vault_ref: str, record_id: str) -> None:
 @click.option("--to", "target", required=True, metavar="VAULT", help="The vault to move the record to.")
 def move(session: Session, vault_ref: str, record_id: str, target: str) -> None:
     """Move a record with every revision to another vault (same id and revisions, sealed with that vault's key)."""
-    session.emit(*session.call(p.MemoryMove(vault=vault_ref, id=record_id, to=target)), _show_ref)
+    session.emit(*session.call(p.MemoryMove(vault=vault_ref, id=record_id, to=target)), render.record_ref)
 
 
 @command(memory)
@@ -318,15 +233,6 @@ def move(session: Session, vault_ref: str, record_id: str, target: str) -> None:
 @click.option("--limit", type=click.IntRange(min=1), default=10, show_default=True, help="Most records (<= 100).")
 def search(session: Session, vault_ref: str, query: str, limit: int) -> None:
     """Lexical search, results grouped by record."""
-
-    def human(document: dict) -> None:
-        if not document["results"]:
-            click.echo("no results")
-        for record in document["results"]:
-            score = plain_decimal(record["score"])
-            click.echo(f"{score:>10}  {one_line(record['title'], 80)}  ({record['id']} r{record['revision']})")
-            for chunk in record["chunks"]:
-                click.echo(f"            [{chunk['label']}] {one_line(chunk['text'], 100)}")
-
     check_result_limit(limit)  # the daemon checks too; this fails early, and before a huge number is encoded
-    session.emit(*session.call(p.MemorySearch(vault=vault_ref, query=query, limit=limit)), human, lines=("text",))
+    request = p.MemorySearch(vault=vault_ref, query=query, limit=limit)
+    session.emit(*session.call(request), render.memory_search, lines=("text",))

@@ -20,23 +20,21 @@ import sys
 import unicodedata
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import click
 import msgspec
 
 from memories import protocol as p
 from memories.cli.terminal import escape, escape_document
-from memories.client import Client, RequestFailed
+from memories.client import Answer, Client, RequestFailed
 from memories.errors import EXIT_ERROR, MemoriesError
 from memories.paths import Home, resolve_home
 
 Document = dict[str, Any]
+"""A document the CLI builds itself (``daemon stop``, ``inject``), printed as a daemon's result is."""
 
-
-def to_document(result: p.Result) -> Document:
-    """The ``--json`` document of a result struct (``daemon start`` builds one itself): its fields, untagged."""
-    return p.ClientReply(result=msgspec.Raw(msgspec.msgpack.encode(result))).document()
+R = TypeVar("R")
 
 
 class Session:
@@ -58,8 +56,8 @@ class Session:
     def client(self) -> Client:
         return Client(self.home)
 
-    def call(self, request: p.Request, *, progress: bool = False) -> tuple[Document, list[str]]:
-        """Send ``request``; returns the result document and the daemon's warnings.
+    def call(self, request: p.ClientRequest[R], *, progress: bool = False) -> Answer[R]:
+        """Send ``request``; returns its result (of the type the request declares) and the daemon's warnings.
 
         Raises:
             MemoriesError: the daemon's failure; ``daemon_not_running`` when the daemon went away before its
@@ -67,40 +65,40 @@ class Session:
                 had got by its last progress event: what a job finished is kept (an ingest's cards are stored).
         """
         if not progress:
-            reply = self.client.request(request)
-        else:
-            seen: list[p.Progress] = []
-            with self._progress() as show:
+            return self.client.request(request)
+        seen: list[p.Progress] = []
+        with self._progress() as show:
 
-                def on_progress(event: p.Progress) -> None:
-                    seen[:] = [event]
-                    show(event)
+            def on_progress(event: p.Progress) -> None:
+                seen[:] = [event]
+                show(event)
 
-                try:
-                    reply = self.client.request(request, on_progress)
-                except MemoriesError as exc:
-                    if exc.code != "daemon_not_running" or not seen or isinstance(exc, RequestFailed):
-                        raise
-                    raise _stopped_after(exc, seen[0]) from None
-        return reply.document(), reply.warnings
+            try:
+                return self.client.request(request, on_progress)
+            except MemoriesError as exc:
+                if exc.code != "daemon_not_running" or not seen or isinstance(exc, RequestFailed):
+                    raise
+                raise _stopped_after(exc, seen[0]) from None
 
     def emit(
         self,
-        document: Document,
+        result: R,
         warnings: list[str],
-        human: Callable[[Document], None],
+        human: Callable[[R], None],
         *,
         lines: Collection[str] = (),
     ) -> None:
-        """Print a result: the JSON document, or ``human`` of the document with every string escaped
-        (:func:`~memories.cli.terminal.escape_document`; the values of the keys ``lines`` keep their newlines and
-        tabs) and the warnings on stderr."""
+        """Print a result (a result struct, or a :data:`Document` the CLI built): with ``--json`` its JSON document
+        (:func:`memories.protocol.document`) and the warnings in it; else ``human`` (a :mod:`memories.cli.render`
+        function) of the result with every string escaped (:func:`~memories.cli.terminal.escape_document`; the
+        fields or keys ``lines`` keep their newlines and tabs) and the warnings on stderr."""
         if self.json:
+            document = p.document(result) if isinstance(result, msgspec.Struct) else cast(Document, result)
             if warnings:
                 document = {**document, "warnings": warnings}
             _write_json(document)
         else:
-            human(escape_document(document, lines))
+            human(escape_document(result, lines))
             for warning in warnings:
                 click.echo(f"warning: {escape(warning)}", err=True)
 
@@ -344,20 +342,21 @@ def counted(number: int, noun: str, plural: str | None = None) -> str:
     return f"{number:,} {noun if number == 1 else plural or noun + 's'}"
 
 
-def job_pace(job: Document) -> str:
+def job_pace(job: p.JobInfo | p.IndexingState) -> str:
     """A job's progress as a person reads it, with what is known of its pace (``rate`` per second and
     ``seconds_left``, as ``jobs`` and ``rag status`` send them); ``unit`` defaults to chunks.
 
-    >>> job_pace({"done": 12, "total": 40, "unit": "chunks", "rate": 3.84, "seconds_left": 7.3})
+    >>> job_pace(p.IndexingState(job_id=1, background=True, done=12, total=40, rate=3.84, seconds_left=7.3))
     '12/40 chunks, 3.8 per second, about 7 s left'
-    >>> job_pace({"done": 0, "total": None, "rate": None, "seconds_left": None})
+    >>> job_pace(p.IndexingState(job_id=1, background=True, done=0, total=None))
     '0/? chunks'
     """
-    total = "?" if job.get("total") is None else str(job["total"])
-    text = f"{job['done']}/{total} {job.get('unit') or 'chunks'}"
-    if job.get("rate"):
-        text += f", {plain_decimal(job['rate'], 2)} per second"
-    left = job.get("seconds_left")
+    total = "?" if job.total is None else str(job.total)
+    unit = job.unit if isinstance(job, p.JobInfo) and job.unit else "chunks"
+    text = f"{job.done}/{total} {unit}"
+    if job.rate:
+        text += f", {plain_decimal(job.rate, 2)} per second"
+    left = job.seconds_left
     if left is not None:
         minutes, seconds = divmod(round(left), 60)
         hours, minutes = divmod(minutes, 60)

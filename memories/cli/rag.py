@@ -8,21 +8,10 @@ import os
 import click
 
 from memories import protocol as p
-from memories.caps import MAX_ANSWER_CHARS, MAX_ANSWER_TOKENS
-from memories.cli.output import (
-    Session,
-    command,
-    common_options,
-    counted,
-    job_pace,
-    local_time,
-    mebibytes,
-    one_line,
-    plain_decimal,
-    table,
-)
+from memories.cli import render
+from memories.cli.output import Session, command, common_options
 from memories.cli.terminal import escape
-from memories.cli.watch import show_watches, unwatch, watch
+from memories.cli.watch import unwatch, watch
 from memories.errors import EXIT_ERROR, EXIT_PARTIAL, MemoriesError
 from memories.limits import MAX_RESULTS, check_result_limit
 
@@ -62,55 +51,23 @@ def ingest(
         exclude=list(exclude),
     )
     try:
-        document, warnings = session.call(request, progress=True)
+        report, warnings = session.call(request, progress=True)
     except MemoriesError as exc:
         if exc.code not in ("disk_full", "home_read_only") or not exc.details.get("stored"):
             raise
         session.fail(exc)  # the disk stopped the ingest after some cards went in: they are kept
         return EXIT_PARTIAL
 
-    def human(document: dict) -> None:
-        counts: dict[str, int] = {}
-        for result in document["results"]:
-            counts[result["status"]] = counts.get(result["status"], 0) + 1
-            if result["status"] == "skipped":
-                continue
-            line = f"{result['status']:<9} {result['source'] or result['path']}"
-            if result["id"]:
-                line += f"  {result['id']} r{result['revision']}"
-            if result["error"]:
-                line += f"\n          {result['error']['code']}: {result['error']['message']}"
-            click.echo(line)
-        click.echo(", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "nothing to import")
-
-    session.emit(document, warnings, human)
-    if document.get("over_limit"):
-        over = document["over_limit"]
-        click.echo(f"error: {escape(over['code'])}: the cards are stored, but {escape(over['message'])}", err=True)
+    session.emit(report, warnings, render.ingest)
+    over = report.over_limit
+    if over is not None:
+        click.echo(f"error: {escape(over.code)}: the cards are stored, but {escape(over.message)}", err=True)
         return EXIT_PARTIAL
-    statuses = [r["status"] for r in document["results"]]
+    statuses = [r.status for r in report.results]
     if "refused" not in statuses:
         return 0
     went_in = any(s in ("added", "updated", "moved", "unchanged") for s in statuses)
     return EXIT_PARTIAL if went_in else EXIT_ERROR
-
-
-def _snippet(text: str, highlights: list[list[int]], width: int = 200) -> str:
-    """One line of ``text`` around the first highlight, with the query terms in bold when colour is on. ``text``
-    comes unescaped, since ``highlights`` are code point offsets into it: each piece is escaped here."""
-    start = max(0, highlights[0][0] - width // 4) if highlights else 0
-    end = min(len(text), start + width)
-    pieces, cursor = [], start
-    for span_start, span_end in highlights:
-        span_start, span_end = max(span_start, start), min(span_end, end)
-        if span_start >= span_end:
-            continue
-        pieces.append(escape(text[cursor:span_start], lines=True))
-        pieces.append(click.style(escape(text[span_start:span_end], lines=True), bold=True, fg="yellow"))
-        cursor = span_end
-    pieces.append(escape(text[cursor:end], lines=True))
-    line = " ".join("".join(pieces).split())
-    return ("…" if start else "") + line + ("…" if end < len(text) else "")
 
 
 @command(rag)
@@ -150,18 +107,9 @@ def search(
         highlight=not session.json,
     )
 
-    document, warnings = session.call(request, progress=True)
-    snippets = [_snippet(hit["text"], hit.get("highlights", [])) for hit in document["results"]]
-
-    def human(document: dict) -> None:
-        if not document["results"]:
-            click.echo(f"no results ({document['mode']}, {document['match_mode']})")
-        for hit, snippet in zip(document["results"], snippets, strict=True):
-            where = hit["source"] or hit["asset_id"]
-            click.echo(f"[{hit['label']}] {plain_decimal(hit['score'])}  {one_line(hit['title'], 70)}  ({where})")
-            click.echo(f"     {snippet}")
-
-    session.emit(document, warnings, human)
+    report, warnings = session.call(request, progress=True)
+    snippets = [render.snippet(hit.text, hit.highlights) for hit in report.results]  # from the unescaped text
+    session.emit(report, warnings, lambda escaped: render.search(escaped, snippets))
 
 
 @command(rag)
@@ -214,69 +162,7 @@ def explain(
         rerank=rerank,
     )
 
-    def human(document: dict) -> None:
-        analysis = document["query"]
-        click.echo(f"{document['mode']}, match {document['match_mode']}, language {analysis['language'] or '-'}")
-        for term in analysis["terms"]:
-            written = f" (written {', '.join(term['written'])})" if term["written"] else ""
-            held = counted(term["chunks"], "chunk")
-            click.echo(f"  term {term['term']}{written}: idf {term['weight']:.2f}, in {held}")
-        if analysis["dropped"]:
-            click.echo(f"  dropped (no term): {' '.join(analysis['dropped'])}")
-        for character, words in analysis["widened"].items():
-            click.echo(f"  {character} stands for: {', '.join(words)} (no chunk holds a query word)")
-        for note in document["notes"]:
-            click.echo(f"  note: {note}")
-        if not document["results"]:
-            click.echo("no results")
-        for explained in document["results"]:
-            _explained_chunk(explained)
-        named = document["chunk"]
-        if named is not None:
-            where = f"rank {named['rank']}, shown above" if named["rank"] else "not in the list"
-            click.echo(f"\n--chunk {chunk}: {where}")
-            if not named["rank"]:
-                _explained_chunk(named)
-
-    session.emit(*session.call(request, progress=True), human)
-
-
-def _explained_chunk(chunk: dict) -> None:
-    """One explained chunk: where it is, then one line per stage."""
-    head = f"[{chunk['label']}]" if chunk["label"] else "[-]"
-    where = chunk["source"] or chunk["asset_id"]
-    click.echo(
-        f"{head} {one_line(chunk['title'], 60)}  ({where}, chunk {chunk['position']} of {chunk['chunks']}, "
-        f"{chunk['chunk_hash'][:12]}, {chunk['language'] or '-'})"
-    )
-    lexical, vector, fusion, reranked = chunk["bm25"], chunk["vector"], chunk["fusion"], chunk["rerank"]
-    if lexical is not None:
-        parts = [] if lexical["rank"] is None else [f"rank {lexical['rank']}, score {plain_decimal(lexical['score'])}"]
-        parts.append(f"holds {lexical['coverage']:.0%} of the query's weight")
-        if lexical["note"]:
-            parts.append(lexical["note"])
-        click.echo(f"     bm25    {'; '.join(parts)}")
-    if vector is not None:
-        parts = [] if vector["rank"] is None else [f"rank {vector['rank']}, cosine {vector['cosine']:.4f}"]
-        if vector["note"]:
-            parts.append(vector["note"])
-        click.echo(f"     vector  {'; '.join(parts)}")
-    if fusion is not None:
-        click.echo(f"     fusion  rank {fusion['rank']}, {plain_decimal(fusion['score'])}")
-        for rule in fusion["rules"]:
-            click.echo(f"             {rule}")
-    if reranked is not None:
-        if reranked["boost"] is None:
-            click.echo(f"     rerank  {reranked['note']} -> {plain_decimal(reranked['score'])}")
-        else:
-            phrase = "yes" if reranked["phrase"] else "no"
-            click.echo(
-                f"     rerank  x{reranked['boost']:.3f} (coverage {reranked['coverage']:.2f} after script factor "
-                f"{reranked['script']:.2f}, phrase {phrase}) -> {plain_decimal(reranked['score'])}"
-            )
-    if chunk["learned"] is not None:
-        click.echo(f"     learned {plain_decimal(chunk['learned'])} ([rag.rerank])")
-    click.echo(f"     final   {'rank ' + str(chunk['rank']) if chunk['rank'] else 'not in the list'}")
+    session.emit(*session.call(request, progress=True), lambda escaped: render.explain(escaped, chunk))
 
 
 @command(rag)
@@ -307,26 +193,7 @@ def ask(
         no_rerank=no_rerank,
     )
 
-    def human(document: dict) -> None:
-        if document["status"] != "answered":
-            reason = "no chunk is evidence" if document["reason"] == "retrieval" else "the model cited nothing"
-            click.echo(f"insufficient evidence ({reason}; {document['mode']})")
-            return
-        click.echo(document["answer"])
-        if document["answer_truncated"]:
-            click.echo(
-                f"(answer cut: the service wrote more than {MAX_ANSWER_TOKENS:,} estimated tokens or "
-                f"{MAX_ANSWER_CHARS:,} characters)"
-            )
-        click.echo("")
-        for citation in document["citations"]:
-            span = f"{citation['byte_start']}-{citation['byte_end']}"
-            click.echo(
-                f"[{citation['label']}] {one_line(citation['title'], 70)}  "
-                f"({citation['asset_id']} r{citation['revision']}, bytes {span})"
-            )
-
-    session.emit(*session.call(request, progress=True), human, lines=("answer",))  # an answer may have paragraphs
+    session.emit(*session.call(request, progress=True), render.answer, lines=("answer",))  # it may have paragraphs
 
 
 @command(rag)
@@ -360,22 +227,7 @@ def bench(session: Session, vault_ref: str, fixture: str, modes: str | None, rer
         rerank=rerank,
     )
 
-    def human(document: dict) -> None:
-        learned = "with" if document["learned_rerank"] else "without"
-        click.echo(f"{counted(document['questions'], 'question')}, {learned} the learned reranker")
-        figures = document["modes"]
-        rows = [
-            [mode, f"{row['ndcg@10']:.3f}", f"{row['recall@10']:.3f}", f"{row['mrr@10']:.3f}", str(len(row["missed"]))]
-            for mode, row in figures.items()
-        ]
-        table(rows, ["mode", "nDCG@10", "Recall@10", "MRR@10", "missed"])
-        for mode, row in figures.items():
-            if row["missed"]:
-                click.echo(f"\nmissed by {mode} (no relevant record in the top 10):")
-                for query in row["missed"]:
-                    click.echo(f"  {one_line(query, 100)}")
-
-    session.emit(*session.call(request, progress=True), human)
+    session.emit(*session.call(request, progress=True), render.bench)
 
 
 def fixture_questions(path: str) -> list[p.BenchQuestion]:
@@ -434,48 +286,7 @@ rag.add_command(unwatch)
 def status(session: Session, vault_ref: str) -> None:
     """What is cached and embedded for a vault (works while locked)."""
 
-    def human(document: dict) -> None:
-        model = document["model"]
-        built = document["last_build"]
-        click.echo(f"vault      {document['vault']}{' (locked)' if document['locked'] else ''}")
-        click.echo(f"records    {'?' if document['records'] is None else document['records']} eligible")
-        click.echo(
-            f"cache      {document['cache']}, {counted(document['chunks'], 'chunk')}, "
-            f"{counted(document['text_bytes'], 'byte')} of text"
-        )
-        if built:
-            click.echo(f"built      {local_time(built)}")
-        embedded, missing = document["embedded"], document["missing"]
-        # Chunks with the same title and text are one model input and share one vector, so these can add up
-        # to fewer than the chunks above.
-        inputs = "?" if missing is None else f"{embedded + missing:,}"
-        shown_missing = "?" if missing is None else f"{missing:,}"
-        click.echo(
-            f"vectors    {inputs} distinct inputs to embed (identical chunks share one): {embedded:,} embedded, "
-            f"{shown_missing} missing, {counted(document['vector_bytes'], 'byte')}; kept {document['vectors']}"
-        )
-        indexing = document.get("indexing")
-        if indexing:
-            click.echo(f"indexing   {job_pace(indexing)} (job {indexing['job_id']})")
-        remote = model.get("remote")
-        if remote:
-            key = remote["api_key_env"] or "no key"
-            if remote["api_key_env"]:
-                key += " (set)" if remote["key_set"] else " (not set)"
-            width = remote["dimension"] or "from the first reply"
-            click.echo(f"embedding  {remote['protocol']} {remote['url']} model {remote['model']}, {width} dims, {key}")
-            click.echo(f"space      {model['space_key']}")
-        else:
-            state = "not installed" if not model["installed"] else ("verified" if model["verified"] else "installed")
-            click.echo(f"model      {state} at {model['path']}")
-        if document.get("failed"):
-            click.echo(f"refused    {counted(document['failed'], 'chunk')} (too long for the embedding service)")
-        limits = ", ".join(f"{k} {v:,}" for k, v in document["limits"].items())
-        click.echo(f"limits     {limits}")
-        if document["watch_count"]:
-            show_watches(document["watches"], document["watch_count"], document["locked"])
-
-    session.emit(*session.call(p.RagStatus(vault=vault_ref)), human)
+    session.emit(*session.call(p.RagStatus(vault=vault_ref)), render.rag_status)
 
 
 @command(rag)
@@ -488,23 +299,9 @@ def index(session: Session, vault_ref: str, background: bool) -> int:
     not sent again.
     """
 
-    def human(document: dict) -> None:
-        if "job_id" in document:
-            click.echo(f"job {document['job_id']} queued; follow it with `memories jobs`")
-            return
-        click.echo(
-            f"{counted(document['embedded_now'], 'chunk')} embedded now, {document['reused']} reused, "
-            f"{document['missing']} missing, {len(document['failed'])} refused"
-        )
-        for failure in document["failed"]:
-            click.echo(
-                f"  refused {failure['asset_id']} r{failure['revision']} {failure['chunk_hash'][:12]}: ", nl=False
-            )
-            click.echo(failure["error"])
-
-    document, warnings = session.call(p.RagIndex(vault=vault_ref, background=background), progress=True)
-    session.emit(document, warnings, human)
-    return EXIT_PARTIAL if document.get("failed") else 0
+    report, warnings = session.call(p.RagIndex(vault=vault_ref, background=background), progress=True)
+    session.emit(report, warnings, render.index)
+    return EXIT_PARTIAL if isinstance(report, p.IndexReport) and report.failed else 0
 
 
 @command(rag, name="model-install")
@@ -517,10 +314,5 @@ def index(session: Session, vault_ref: str, background: bool) -> int:
 def model_install(session: Session, from_dir: str | None) -> None:
     """Install the pinned EmbeddingGemma 300M Q4 files (SHA-256 verified, resumable)."""
 
-    def human(document: dict) -> None:
-        for file in document["files"]:
-            click.echo(f"{file['status']:<10} {file['path']} ({mebibytes(file['bytes'])})")
-        click.echo(f"model ready in {document['path']}")
-
     request = p.RagModelInstall(from_dir=os.path.abspath(from_dir) if from_dir else None)
-    session.emit(*session.call(request, progress=True), human)
+    session.emit(*session.call(request, progress=True), render.installed)

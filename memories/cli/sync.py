@@ -11,8 +11,9 @@ import os
 import click
 
 from memories import protocol as p
+from memories.cli import render
 from memories.cli.keys import read_passphrase
-from memories.cli.output import Session, command, local_time
+from memories.cli.output import Session, command
 from memories.errors import EXIT_PARTIAL
 
 _STDIN_HELP = "Read the sync passphrase as one line from standard input (never from an argument)."
@@ -23,27 +24,9 @@ def sync() -> None:
     """Carry a vault between devices through a shared folder (Syncthing, Dropbox, a NAS)."""
 
 
-def _show(document: dict) -> None:
-    click.echo(f"vault {document['vault']}  folder {document['folder']}")
-    click.echo(f"last push {local_time(document['last_push'])} ({document['pushed']} written)")
-    click.echo(f"last pull {local_time(document['last_pull'])} ({document['imported']} imported)")
-    for record_id in document["conflicts"]:
-        click.echo(f"conflict: record {record_id} (`memory read` names its versions; `memory update` resolves it)")
-    for bad in document["bad"]:
-        state = "not complete yet" if bad["pending"] else "bad"
-        click.echo(f"{state}: {bad['file']} ({bad['reason']})")
-    for skipped in document["skipped"]:
-        click.echo(f"skipped: {skipped['file']} ({skipped['why']})")
-    if document["not_local"] or document["waiting"]:
-        click.echo(f"not here yet: {document['not_local']} payload(s); waiting for parents: {document['waiting']}")
-    failed = document.get("timer_error")  # absent from a daemon started before the field existed
-    if failed:
-        click.echo(f"timed sync failed {local_time(failed['at'])}: {failed['code']}: {failed['message']}")
-
-
-def _failed_authentication(document: dict) -> int:
+def _failed_authentication(report: p.SyncReport) -> int:
     """Exit status 3 when some payload files failed authentication (bad, not still arriving), else 0."""
-    return EXIT_PARTIAL if any(not bad["pending"] for bad in document["bad"]) else 0
+    return EXIT_PARTIAL if any(not bad.pending for bad in report.bad) else 0
 
 
 @command(sync, name="init")
@@ -54,7 +37,7 @@ def init(session: Session, vault_ref: str, folder: str, passphrase_stdin: bool) 
     """Make FOLDER the vault's sync folder (asks for a new sync passphrase)."""
     passphrase = read_passphrase(passphrase_stdin, confirm=True, check_length=True)
     request = p.SyncInit(vault=vault_ref, folder=os.path.abspath(folder), passphrase=passphrase)
-    session.emit(*session.call(request), _show)
+    session.emit(*session.call(request), render.sync)
 
 
 @command(sync)
@@ -65,14 +48,14 @@ def join(session: Session, folder: str, name: str | None, passphrase_stdin: bool
     """Add the vault of FOLDER to this home, with its id and key (asks for its sync passphrase)."""
     passphrase = read_passphrase(passphrase_stdin, confirm=False)
     request = p.SyncJoin(folder=os.path.abspath(folder), passphrase=passphrase, name=name)
-    session.emit(*session.call(request), lambda d: click.echo(f"joined vault {d['name']} ({d['id']})"))
+    session.emit(*session.call(request), render.joined)
 
 
 @command(sync)
 @click.argument("vault_ref", metavar="VAULT")
 def push(session: Session, vault_ref: str) -> None:
     """Write the vault's revisions the sync folder lacks."""
-    session.emit(*session.call(p.SyncPush(vault=vault_ref)), _show)
+    session.emit(*session.call(p.SyncPush(vault=vault_ref)), render.sync)
 
 
 @command(sync)
@@ -83,7 +66,7 @@ def pull(session: Session, vault_ref: str) -> int:
     Exit status 3 when some payload files failed authentication (listed as bad; the rest was imported).
     """
     document, warnings = session.call(p.SyncPull(vault=vault_ref))
-    session.emit(document, warnings, _show)
+    session.emit(document, warnings, render.sync)
     return _failed_authentication(document)
 
 
@@ -91,4 +74,4 @@ def pull(session: Session, vault_ref: str) -> int:
 @click.argument("vault_ref", metavar="VAULT")
 def status(session: Session, vault_ref: str) -> None:
     """The vault's last push and pull: payloads imported, conflicts, files skipped and why."""
-    session.emit(*session.call(p.SyncStatus(vault=vault_ref)), _show)
+    session.emit(*session.call(p.SyncStatus(vault=vault_ref)), render.sync)

@@ -10,15 +10,19 @@ bidirectional embeddings, overrides and isolates U+202A–U+202E and U+2066–U+
 script included (U+3000 indents Chinese paragraphs), is shown as it is. ``--json`` output needs none of this: JSON
 escapes control characters itself.
 
-:func:`escape_document` applies the rule to every string of a reply document (keys too: a metadata key is the
-peer's text); :meth:`memories.cli.output.Session.emit` calls it before any text renderer sees the document, so a
-renderer cannot forget a field.
+:func:`escape_document` applies the rule to every string of a reply (a result struct or a document the CLI built; keys
+too: a metadata key is the peer's text); :meth:`memories.cli.output.Session.emit` calls it before any text renderer
+(:mod:`memories.cli.render`) sees the reply, so a renderer cannot forget a field.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Any
+from typing import Any, TypeVar
+
+import msgspec
+
+D = TypeVar("D")
 
 _BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 _LINE_BREAKS = "\n\t"
@@ -51,19 +55,36 @@ def escape(text: str, *, lines: bool = False) -> str:
     )
 
 
-def escape_document(document: Any, lines: Collection[str] = ()) -> Any:
-    """A copy of a reply document (JSON-like: dicts, lists, strings, numbers) with every string, dict keys
-    included, passed through :func:`escape`; the values of keys named in ``lines`` (``"body"``, ``"answer"``,
-    ``"text"``) keep their newlines and tabs."""
+def escape_document(document: D, lines: Collection[str] = ()) -> D:
+    """A copy of a reply (a result struct, or JSON-like data: dicts, lists, strings, numbers) with every string,
+    dict keys included, passed through :func:`escape`; the values of fields or keys named in ``lines`` (``"body"``,
+    ``"answer"``, ``"text"``) keep their newlines and tabs."""
+    escaped: Any = _escaped_value(document, lines)
+    return escaped
+
+
+def _escaped_value(document: Any, lines: Collection[str]) -> Any:
     if isinstance(document, str):
         return escape(document)
+    if isinstance(document, msgspec.Struct):
+        changes = {}
+        for name in document.__struct_fields__:
+            value = getattr(document, name)
+            new = (
+                escape(value, lines=True) if name in lines and isinstance(value, str) else _escaped_value(value, lines)
+            )
+            if new is not value:
+                changes[name] = new
+        return msgspec.structs.replace(document, **changes) if changes else document
     if isinstance(document, dict):
         return {
             escape(key) if isinstance(key, str) else key: (
-                escape(value, lines=True) if key in lines and isinstance(value, str) else escape_document(value, lines)
+                escape(value, lines=True) if key in lines and isinstance(value, str) else _escaped_value(value, lines)
             )
             for key, value in document.items()
         }
     if isinstance(document, list):
-        return [escape_document(item, lines) for item in document]
+        return [_escaped_value(item, lines) for item in document]
+    if isinstance(document, tuple):
+        return tuple(_escaped_value(item, lines) for item in document)
     return document

@@ -8,39 +8,10 @@ import os
 import click
 
 from memories import protocol as p
-from memories.cli.output import Session, command, counted, local_time
+from memories.cli import render
+from memories.cli.output import Session, command
 from memories.cli.terminal import escape
 from memories.errors import EXIT_ERROR, EXIT_PARTIAL
-
-
-def show_watches(watches: list[dict], count: int, locked: bool) -> None:
-    """The watched folders as ``rag watch list``, ``rag status`` and ``daemon status`` print them."""
-    if locked:
-        click.echo(f"watches   {counted(count, 'folder')} (locked: unlock to see them)")
-        return
-    if not watches:
-        click.echo("watches   none")
-    for watch in watches:
-        rules = ", ".join(
-            [*(["recursive"] if watch["recursive"] else []), f"on delete: {watch['on_delete']}"]
-            + [f"exclude {pattern}" for pattern in watch["exclude"]]
-        )
-        click.echo(f"watch     {watch['folder']} -> {watch['vault_name']} ({rules})")
-        seen = local_time(watch["last_change"]) if watch["last_change"] else "none yet"
-        line = f"          {watch['state']}, {counted(watch['cards'], 'card')}, last change {seen}"
-        if watch["missing"]:
-            line += f", {watch['missing']} files missing"
-        if watch["refused"]:
-            line += f", {counted(watch['refused'], 'file')} refused"
-        click.echo(line)
-        if watch["paused"]:
-            click.echo(f"          paused: {watch['paused']}")
-            click.echo(
-                f"          resume: memories rag watch {watch['vault_name']} {watch['folder']} --resume "
-                "(deletes only what is still absent) or --accept-deletions"
-            )
-        if watch["error"]:
-            click.echo(f"          note: {watch['error']}")
 
 
 @command(None, name="watch")
@@ -90,34 +61,20 @@ def watch(
         resume=resume,
         accept_deletions=accept_deletions,
     )
-    document, warnings = session.call(request, progress=True)
-
-    def human(document: dict) -> None:
-        counts: dict[str, int] = {}
-        for result in document["results"]:
-            counts[result["status"]] = counts.get(result["status"], 0) + 1
-            if result["status"] in ("skipped", "unchanged"):
-                continue
-            click.echo(f"{result['status']:<9} {result['source'] or result['path']}")
-            if result["error"]:
-                click.echo(f"          {result['error']['code']}: {result['error']['message']}")
-        click.echo(", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "nothing new to import")
-        show_watches([document["watch"]], 1, False)
-
-    session.emit(document, warnings, human)
-    if document.get("over_limit"):
-        over = document["over_limit"]
-        click.echo(f"error: {escape(over['code'])}: the cards are stored, but {escape(over['message'])}", err=True)
+    report, warnings = session.call(request, progress=True)
+    session.emit(report, warnings, render.watch_report)
+    over = report.over_limit
+    if over is not None:
+        click.echo(f"error: {escape(over.code)}: the cards are stored, but {escape(over.message)}", err=True)
         return EXIT_PARTIAL
-    statuses = [r["status"] for r in document["results"]]
+    statuses = [r.status for r in report.results]
     if "refused" not in statuses:
         return 0
     return EXIT_PARTIAL if any(s != "refused" for s in statuses) else EXIT_ERROR
 
 
 def _list(session: Session, vault_ref: str | None) -> int:
-    document, warnings = session.call(p.RagWatchList(vault=vault_ref))
-    session.emit(document, warnings, lambda d: show_watches(d["watches"], d["count"], d["locked"]))
+    session.emit(*session.call(p.RagWatchList(vault=vault_ref)), render.watch_listing)
     return 0
 
 
@@ -127,4 +84,4 @@ def _list(session: Session, vault_ref: str | None) -> int:
 def unwatch(session: Session, vault_ref: str, folder: str) -> None:
     """Stop watching DIR (its cards stay in VAULT)."""
     request = p.RagUnwatch(vault=vault_ref, folder=os.path.abspath(folder))
-    session.emit(*session.call(request), lambda d: click.echo(f"no longer watching {os.path.abspath(folder)}"))
+    session.emit(*session.call(request), lambda done: render.unwatched(done, request.folder))

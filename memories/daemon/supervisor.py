@@ -305,13 +305,24 @@ class Daemon:
         return await self.dispatch(envelope.request, conn.context)
 
     async def dispatch(self, request: p.Request, ctx: RequestContext) -> p.Result:
-        """Answer one request (its envelope already checked)."""
+        """Answer one request (its envelope already checked) with a result of the type it declares.
+
+        Raises:
+            MemoriesError: the handler's failure; ``protocol_error`` for an unknown request; ``internal_error`` for
+                a result of another type than the request declares (a bug).
+        """
         if not isinstance(request, p.Status):  # polling the status must not keep the home unlocked
             self._last_activity = trio.current_time()
         handler = self._handlers.get(type(request))
         if handler is None:
             raise MemoriesError("protocol_error", f"unknown request {type(request).__name__}")
-        return await handler(request, ctx)
+        result = await handler(request, ctx)
+        declared = isinstance(result, request.reply_type())  # a client decodes the reply as its request declares
+        if not declared:
+            raise MemoriesError(
+                "internal_error", f"{type(request).__name__} was answered with a {type(result).__name__}"
+            )
+        return result
 
     async def _check_envelope(self, envelope: p.Envelope, request: p.Request) -> None:
         if envelope.protocol != p.PROTOCOL_VERSION:

@@ -12,6 +12,7 @@ environment.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import anyio
 import msgspec
@@ -19,12 +20,12 @@ from anyio.abc import SocketAttribute
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from memories import protocol as p
-from memories.client import RequestFailed, check_peer, unresponsive
+from memories.client import Answer, RequestFailed, check_peer, encode_request, read_reply, unresponsive
 from memories.errors import MemoriesError
 from memories.framing import HEADER_BYTES, pack, payload_size
 from memories.paths import Home
 
-_ENCODER = msgspec.msgpack.Encoder()
+R = TypeVar("R")
 _DECODER = msgspec.msgpack.Decoder(p.ClientFrame)
 
 
@@ -37,22 +38,20 @@ def _not_running(home: Home) -> MemoriesError:
 
 
 async def request(
-    home: Home, body: p.Request, on_progress: Callable[[p.Progress], Awaitable[None]] | None = None
-) -> p.ClientReply:
-    """Send ``body`` to the daemon of ``home``; its reply. Each progress frame before it is passed to
-    ``on_progress`` and awaited.
+    home: Home, body: p.ClientRequest[R], on_progress: Callable[[p.Progress], Awaitable[None]] | None = None
+) -> Answer[R]:
+    """Send ``body`` to the daemon of ``home``; its result (of the type ``body`` declares) and warnings. Each
+    progress frame before it is passed to ``on_progress`` and awaited.
 
     Raises:
         RequestFailed: the daemon's failure.
-        MemoriesError: ``daemon_not_running`` when no daemon answers or it hangs up without an answer;
-            ``daemon_unresponsive`` after :data:`~memories.protocol.SILENCE_SECONDS` without a frame (a live
-            daemon sends a heartbeat every second while it works, so only a stopped or stuck one is silent).
+        MemoriesError: as the CLI's client (:func:`~memories.client.encode_request`,
+            :func:`~memories.client.read_reply`); ``daemon_not_running`` when no daemon answers or it hangs up
+            without an answer; ``daemon_unresponsive`` after :data:`~memories.protocol.SILENCE_SECONDS` without
+            a frame (a live daemon sends a heartbeat every second while it works, so only a stopped or stuck one is
+            silent).
     """
-    envelope = p.Envelope(protocol=p.PROTOCOL_VERSION, home=home.root, config=home.config_path, request=body)
-    try:
-        payload = _ENCODER.encode(envelope)
-    except UnicodeEncodeError:
-        raise MemoriesError("invalid_argument", "an argument is not valid UTF-8 text") from None
+    payload = encode_request(home, body)
     try:
         with anyio.fail_after(p.SILENCE_SECONDS):
             stream = await anyio.connect_unix(home.socket_path)
@@ -72,7 +71,7 @@ async def request(
                 if isinstance(frame, p.Failure):
                     raise RequestFailed(frame)
                 if isinstance(frame, p.ClientReply):
-                    return frame
+                    return read_reply(frame, body)
                 if isinstance(frame, p.Progress) and on_progress is not None:
                     await on_progress(frame)
         except TimeoutError:

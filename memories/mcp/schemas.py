@@ -44,9 +44,12 @@ def input_schema(struct: type[msgspec.Struct]) -> dict[str, Any]:
 
 def output_schema(struct: type[msgspec.Struct], extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """The inlined JSON Schema of a tool's structured result (``struct``), with the optional properties ``extra``
-    (name -> schema) that the server adds beside the struct's fields (``warnings``)."""
+    (name -> schema) that the server adds beside the struct's fields (``warnings``). ``additionalProperties`` is
+    false: a result struct decodes leniently (a daemon may add an optional field, :mod:`memories.protocol`), but
+    the server sends the struct it decoded, so no other field reaches the client."""
     schema = _inline(struct, for_input=False)
     schema["properties"].update(extra or {})
+    schema["additionalProperties"] = False
     return schema
 
 

@@ -40,6 +40,7 @@ from mcp.server.stdio import stdio_server
 
 from memories import __version__
 from memories import protocol as p
+from memories.client import Answer
 from memories.clients import TOKEN_ENV
 from memories.errors import MemoriesError
 from memories.mcp import link, status
@@ -102,10 +103,10 @@ def _error(exc: MemoriesError) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=error_line(exc))], is_error=True)
 
 
-def _result(reply: p.ClientReply) -> types.CallToolResult:
-    document: dict[str, Any] = reply.document()
-    if reply.warnings:
-        document["warnings"] = reply.warnings
+def _result(answer: Answer[p.ToolResult]) -> types.CallToolResult:
+    document = p.document(answer.result)
+    if answer.warnings:
+        document["warnings"] = answer.warnings
     text = msgspec.json.encode(document).decode("utf-8")
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=document)
 

@@ -39,8 +39,9 @@ async def fetch(home: Home, token: str | None) -> p.ToolStatusReport | MemoriesE
         return MemoriesError("grant_invalid", "no grant token")
     try:
         with anyio.fail_after(STATUS_SECONDS):
-            reply = await link.request(home, p.Granted(token=token, call=p.ToolStatus()))
-        return reply.decode(p.ToolStatusReport)
+            answer = await link.request(home, p.Granted(token=token, call=p.ToolStatus()))
+        assert isinstance(answer.result, p.ToolStatusReport)  # what ToolStatus declares, decoded as such
+        return answer.result
     except TimeoutError:
         return MemoriesError("daemon_unresponsive", f"the daemon did not answer within {STATUS_SECONDS:.0f} s")
     except MemoriesError as exc:  # RequestFailed is one

@@ -27,7 +27,7 @@ from pathlib import Path
 import msgspec
 
 from memories.limits import MAX_CHUNKS
-from memories.protocol import MemoryUpdate, RagSearch, SearchReport
+from memories.protocol import MemoryUpdate, RagSearch
 from memories.rag.analysis import analyze_query, analyze_text
 from memories.rag.chunking import chunk_text
 from memories.rag.notes import note_chunks
@@ -238,7 +238,7 @@ def measure_daemon(corpus: Path, rounds: int) -> Iterator[Measurement]:
 
 
 def _search(home: BenchHome, vault: str, query: str, expect: int | None = None) -> None:
-    results = home.client.request(RagSearch(vault=vault, query=query, mode="bm25")).decode(SearchReport).results
+    results = home.client.request(RagSearch(vault=vault, query=query, mode="bm25")).result.results
     if expect is not None and len(results) != expect:
         raise RuntimeError(f"the search for {query!r} found {len(results)} results")
 

@@ -62,7 +62,7 @@ from memories.config import DEFAULT_LOCAL_THREADS, RagConfig
 from memories.errors import MemoriesError
 from memories.models.embedding import document_input, query_input
 from memories.models.telemetry import disable_telemetry_environment
-from memories.protocol import RagIndex, RagSearch, SearchReport
+from memories.protocol import RagIndex, RagSearch
 from memories.rag.metrics import mrr_at, ndcg_at, recall_at
 from ops.bench.embed import build_tiny_model
 from ops.bench.harness import BenchHome, proportional_megabytes
@@ -252,7 +252,7 @@ def run_product(
             for label, mode, no_rerank in MODES:
                 request = RagSearch(vault="bench", query=query.text, mode=mode, limit=LIMIT, no_rerank=no_rerank)
                 started = time.perf_counter()
-                report = home.client.request(request).decode(SearchReport)
+                report = home.client.request(request).result
                 seconds = time.perf_counter() - started
                 if report.mode != mode:
                     raise RuntimeError(f"asked for {mode}, the daemon searched in {report.mode}")

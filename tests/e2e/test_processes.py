@@ -111,7 +111,7 @@ def test_no_process_ever_runs_with_the_sockets_umask(home: HomeDir) -> None:
 
     def spawned() -> dict[str, int] | None:
         try:
-            status = client.request(p.Status(), timeout=10).decode(p.DaemonStatus)
+            status = client.request(p.Status(), timeout=10).result
         except MemoriesError:
             return None  # not answering yet
         workers = {worker.name: worker.pid for worker in status.workers}

@@ -1,10 +1,11 @@
-"""Text the CLI prints for a reply, without a daemon: ``Session.call`` answers with a document as the daemon would
-(issue 21's smaller things a new user hit)."""
+"""Text the CLI prints for a reply, without a daemon: ``Session.call`` answers with a document as the daemon would,
+decoded into the type its request declares (issue 21's smaller things a new user hit)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import pytest
 from click.testing import CliRunner
 
@@ -13,7 +14,10 @@ from memories.cli.output import Session
 
 
 def _text(monkeypatch: pytest.MonkeyPatch, document: dict[str, Any], *args: str) -> str:
-    monkeypatch.setattr(Session, "call", lambda self, request, **options: (document, []))
+    def call(self: Session, request: Any, **options: Any) -> tuple[Any, list[str]]:
+        return msgspec.convert(document, request.reply_type()), []
+
+    monkeypatch.setattr(Session, "call", call)
     done = CliRunner().invoke(cli, ["--home", "/nonexistent", *args], catch_exceptions=False)
     assert done.exit_code == 0, done.output
     return done.output

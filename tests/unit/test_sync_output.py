@@ -3,22 +3,18 @@ authentication, and the last failure of the timed sync."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from click.testing import CliRunner
 
 from memories import protocol as p
 from memories.cli import cli
-from memories.cli.output import Session, to_document
+from memories.cli.output import Session
 
 
-def _report(bad: list[p.SyncBadFile], timer_error: p.SyncTimerError | None = None) -> dict[str, Any]:
-    return to_document(
-        p.SyncReport(
-            vault="notes", folder="/sync", device="a" * 16, last_push=None, last_pull=1.0, imported=2, pushed=0,
-            conflicts=[], bad=bad, skipped=[], not_local=0, waiting=0, timer_error=timer_error,
-        )
+def _report(bad: list[p.SyncBadFile], timer_error: p.SyncTimerError | None = None) -> p.SyncReport:
+    return p.SyncReport(
+        vault="notes", folder="/sync", device="a" * 16, last_push=None, last_pull=1.0, imported=2, pushed=0,
+        conflicts=[], bad=bad, skipped=[], not_local=0, waiting=0, timer_error=timer_error,
     )  # fmt: skip
 
 

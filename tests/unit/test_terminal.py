@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from memories import protocol as p
 from memories.cli import cli
-from memories.cli.output import Session, to_document
+from memories.cli.output import Session
 from memories.cli.terminal import escape, escape_document
 from memories.client import RequestFailed
 
@@ -109,7 +109,7 @@ def test_every_text_reply_is_escaped(tmp_path: Path, monkeypatch: pytest.MonkeyP
     """Each command's text output of a reply whose every string (ids, keys, titles, paths, messages) is hostile:
     nothing a terminal obeys, no faked line; bodies and answers keep their paragraphs."""
     for args, kind in _commands(tmp_path):
-        document = to_document(_hostile(kind))
+        document = _hostile(kind)
         monkeypatch.setattr(Session, "call", lambda self, request, document=document, **_: (document, [EVIL]))
         run = CliRunner().invoke(cli, args, input="a sync passphrase\n")
         assert run.exception is None or isinstance(run.exception, SystemExit), (args, run.exception)

@@ -13,10 +13,8 @@ import msgspec
 import pytest
 
 from memories import protocol as p
-from memories.cli import COMMANDS, cli
-from memories.cli.daemon import _show_status
-from memories.cli.memory import show_listing, show_record
-from memories.cli.output import mebibytes, plain_decimal, to_document
+from memories.cli import COMMANDS, cli, render
+from memories.cli.output import mebibytes, plain_decimal
 from memories.errors import CODES
 
 REQUIREMENT_ID = re.compile(r"\bR-\d+")
@@ -77,34 +75,34 @@ def test_sizes_print_in_mebibytes() -> None:
     assert mebibytes(4321) == "0.00412 MiB"
 
 
-def _record(conflict: p.Conflict | None, revision_id: str) -> dict:
+def _record(conflict: p.Conflict | None, revision_id: str) -> p.RecordView:
     view = p.RecordView(
         id="0f3a9c2e", revision=2, revision_id=revision_id, kind="memory", sensitivity="general", title="Trip",
         body="Sunday, edited on b", meta={}, created=0.0, updated=0.0, conflict=conflict,
     )  # fmt: skip
-    return to_document(view)
+    return view
 
 
 def test_a_record_in_conflict_says_so_in_text(capsys: pytest.CaptureFixture[str]) -> None:
     """A sync conflict is visible without --json: `memory read` says which version it shows and how to read the
     other one (which may be this device's own edit), `memory list` marks the record."""
     shown, other = "a1" * 32, "b2" * 32
-    show_record("my notes", _record(p.Conflict(revisions=[shown, other], deleted=False), shown))
+    render.record(_record(p.Conflict(revisions=[shown, other], deleted=False), shown), "my notes")
     text = capsys.readouterr().out
     assert "conflict: 2 versions, made on different devices; `memory update` resolves it" in text
     assert f"  {shown[:16]}  shown here\n" in text
     assert f"  {other[:16]}  memories memory read 'my notes' 0f3a9c2e --revision {other[:16]}\n" in text
     assert text.index("conflict:") < text.index("Sunday, edited on b")
 
-    show_record("notes", _record(p.Conflict(revisions=[other, shown], deleted=True), shown))
+    render.record(_record(p.Conflict(revisions=[other, shown], deleted=True), shown), "notes")
     assert f"  {other[:16]}  deletes the record\n" in capsys.readouterr().out
-    show_record("notes", _record(p.Conflict(revisions=[other, shown], deleted=True), "c3" * 32))  # --revision 1
+    render.record(_record(p.Conflict(revisions=[other, shown], deleted=True), "c3" * 32), "notes")  # --revision 1
     assert "  one of them deletes the record\n" in capsys.readouterr().out
-    show_record("notes", _record(None, shown))
+    render.record(_record(None, shown), "notes")
     assert "conflict" not in capsys.readouterr().out
 
     summary = p.RecordSummary(id="0f3a9c2e", revision=2, kind="memory", sensitivity="general", title="Trip")
-    show_listing(to_document(p.RecordListing(records=[msgspec.structs.replace(summary, conflict=True), summary])))
+    render.record_listing(p.RecordListing(records=[msgspec.structs.replace(summary, conflict=True), summary]))
     rows = capsys.readouterr().out.splitlines()
     assert rows[1].endswith("  CONFLICT Trip") and rows[2].endswith("  Trip") and "CONFLICT" not in rows[2]
 
@@ -120,7 +118,7 @@ def test_daemon_status_shows_a_dash_for_a_worker_with_no_process_yet(capsys: pyt
             p.WorkerInfo(name="embedding", pid=None, state="starting", restarts=0),
         ],
     )  # fmt: skip
-    _show_status(to_document(status))
+    render.daemon_status(status)
     rows = capsys.readouterr().out.splitlines()
     assert "None" not in "\n".join(rows)
     assert rows[-1].split() == ["embedding", "-", "starting", "0", "?"]
