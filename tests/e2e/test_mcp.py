@@ -180,68 +180,7 @@ def test_a_request_the_sdk_cannot_read_is_answered_and_the_server_reads_on(home:
     _all_json_rpc(server.lines)
 
 
-# -- acceptance 3: what a grant reaches -----------------------------------------------------------------------
-
-
-async def test_grants_reach_their_vault_their_tools_and_general_records_only(vault: HomeDir, tmp_path: Path) -> None:
-    home = vault
-    home.ok("vault", "create", "V1")
-    home.ok("vault", "create", "V2")
-    home.ok("vault", "create", "V0")
-    a = _add(home, "V1", "note A", "apple orchard notes")
-    _add(home, "V1", "note B", "apple pie recipe")
-    private = _add(home, "V1", "private apple", "apple secret", "--sensitivity", "private")
-    credential = _add(home, "V1", "apple login", "apple password", "--kind", "credential")
-    c = _add(home, "V2", "note C", "apple from the other vault")
-    g1 = grant(home, "V1", "search,read")["token"]
-    g2 = grant(home, "V1", "ask")["token"]
-    g0 = grant(home, "V0", "search,read,retrieve,ask")["token"]
-
-    async with mcp_session(home, g0) as session:
-        assert await call(session, "memory_search", {"query": "apple"}) == (
-            False,
-            {"results": [], "truncated": False, "omitted": 0},
-        )
-        error, empty = await call(session, "memory_retrieve", {"query": "apple"})
-        assert not error and empty["results"] == []
-
-    async with mcp_session(home, g1) as session:
-        error, found = await call(session, "memory_search", {"query": "apple", "limit": 100})
-        assert not error and {r["title"] for r in found["results"]} == {"note A", "note B"}
-        assert not (await call(session, "memory_read", {"id": a}))[0]
-        missing = await call(session, "memory_read", {"id": "0123456789abcdef"})
-        for other in (c, private, credential):
-            answer = await call(session, "memory_read", {"id": other})
-            assert answer[0] and answer[1].startswith("record_not_found: ")
-            assert answer[1].replace(other, "ID") == missing[1].replace("0123456789abcdef", "ID")  # no oracle
-        error, line = await call(session, "memory_search", {"query": "apple", "vault": "V2"})
-        assert error and line.startswith("invalid_argument: vault: unknown argument")
-        error, line = await call(session, "memory_retrieve", {"query": "apple"})
-        assert error and line.startswith("scope_denied: ")
-
-    async with mcp_session(home, g2) as session:
-        error, line = await call(session, "memory_search", {"query": "apple"})
-        assert error and line.startswith("scope_denied: ")
-
-    other_home = HomeDir(tmp_path / "other")
-    other_home.path.mkdir(mode=0o700)
-    other_home.config.write_text(home.config.read_text())
-    other = initialize(other_home, "V1")
-    try:
-        foreign = grant(other, "V1", "search")["token"]
-    finally:
-        other.stop()
-    for locked in (False, True):
-        if locked:
-            home.ok("lock")
-        for token in ("", "not-a-token", "mem_" + "x" * 43, foreign):
-            async with mcp_session(home, token) as session:
-                error, line = await call(session, "memory_search", {"query": "apple"})
-                assert error and line.startswith("grant_invalid: "), (token, line)
-        async with mcp_session(home, g1) as session:
-            error, answer = await call(session, "memory_search", {"query": "apple"})
-            assert error is locked
-            assert not locked or answer.startswith("vault_locked: ")
+# -- acceptance 3 and 4, what a grant reaches, revoke and expiry: tests/middle/test_grant_calls.py ---------------
 
 
 # -- acceptance 5: argument decoding ----------------------------------------------------------------------------

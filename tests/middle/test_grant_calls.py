@@ -1,7 +1,9 @@
-"""What the daemon does with an AI client's calls when their grant changes: a revoke, an expiry or the vault's
-deletion takes effect on the next call, and during a call drops its result. In-process (tests/fixtures/middle.py):
-the calls are the :class:`~memories.protocol.Granted` requests an MCP server sends. Moved from tests/e2e/test_mcp.py
-(issue 18 item 4); tests/e2e/test_mcp_http.py keeps a smoke test of a revoke during a call through a real server."""
+"""What the daemon does with an AI client's calls: a grant reaches its own vault, its own tools and general records
+only; a revoke, an expiry or the vault's deletion takes effect on the next call, and during a call drops its result.
+In-process (tests/fixtures/middle.py): the calls are the :class:`~memories.protocol.Granted` requests an MCP server
+sends. Moved from tests/e2e/test_mcp.py (issue 18 item 4); tests/e2e/test_mcp.py keeps the MCP server's own part
+(every tool through a real server, a grant_invalid without a token) and tests/e2e/test_mcp_http.py a revoke during a
+call through a real server."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from memories import protocol as p
 from memories import worker_protocol as w
 from memories.config import GenerationConfig, RagConfig
 from memories.errors import MemoriesError
+from memories.mcp.tools import decode
 from tests.fixtures.middle import Middle, running_middle
 
 GENERATION = GenerationConfig(protocol="compatible", url="https://generation.example/v1/chat/completions", model="m")
@@ -31,6 +34,66 @@ async def fails(code: str, middle: Middle, request: p.Request) -> MemoriesError:
 async def grant(middle: Middle, scope: p.GrantScope, vault: str = "notes", expires: str = "30d") -> p.GrantCreated:
     created: p.GrantCreated = await middle.ok(p.GrantCreate(vault=vault, client="test", scope=[scope], expires=expires))
     return created
+
+
+async def _add(
+    middle: Middle,
+    vault: str,
+    title: str,
+    body: str,
+    sensitivity: p.Sensitivity = "general",
+    kind: p.RecordKind = "memory",
+) -> str:
+    ref = await middle.ok(p.MemoryAdd(vault=vault, kind=kind, sensitivity=sensitivity, title=title, body=body.encode()))
+    record_id: str = ref.id
+    return record_id
+
+
+async def test_grants_reach_their_vault_their_tools_and_general_records_only(middle: Middle, tmp_path: Path) -> None:
+    for name in ("V1", "V2", "V0"):
+        await middle.ok(p.VaultCreate(name=name))
+    a = await _add(middle, "V1", "note A", "apple orchard notes")
+    await _add(middle, "V1", "note B", "apple pie recipe")
+    private = await _add(middle, "V1", "private apple", "apple secret", sensitivity="private")
+    credential = await _add(middle, "V1", "apple login", "apple password", kind="credential")
+    c = await _add(middle, "V2", "note C", "apple from the other vault")
+    g1 = (await middle.ok(p.GrantCreate(vault="V1", client="test", scope=["search", "read"]))).token
+    g2 = (await grant(middle, "ask", "V1")).token
+    g0 = (await middle.ok(p.GrantCreate(vault="V0", client="test", scope=["search", "read", "retrieve", "ask"]))).token
+
+    def call(token: str, tool: p.ToolCall) -> p.Granted:
+        return p.Granted(token=token, call=tool)
+
+    empty = await middle.ok(call(g0, p.ToolSearch(query="apple")))
+    assert p.document(empty) == {"results": [], "truncated": False, "omitted": 0}
+    assert (await middle.ok(call(g0, p.ToolRetrieve(query="apple")))).results == []
+
+    found = await middle.ok(call(g1, p.ToolSearch(query="apple", limit=100)))
+    assert {r.title for r in found.results} == {"note A", "note B"}
+    await middle.ok(call(g1, p.ToolRead(id=a)))
+    missing = await fails("record_not_found", middle, call(g1, p.ToolRead(id="0123456789abcdef")))
+    for other in (c, private, credential):
+        error = await fails("record_not_found", middle, call(g1, p.ToolRead(id=other)))
+        assert error.message.replace(other, "ID") == missing.message.replace("0123456789abcdef", "ID")  # no oracle
+    with pytest.raises(MemoriesError) as unknown:  # no argument names a vault (the MCP server's decoding)
+        decode("memory_search", {"query": "apple", "vault": "V2"})
+    assert f"{unknown.value.code}: {unknown.value.message}".startswith("invalid_argument: vault: unknown argument")
+    await fails("scope_denied", middle, call(g1, p.ToolRetrieve(query="apple")))
+    await fails("scope_denied", middle, call(g2, p.ToolSearch(query="apple")))
+
+    (tmp_path / "other").mkdir()
+    async with running_middle(tmp_path / "other") as other_home:
+        await other_home.ok(p.VaultCreate(name="V1"))
+        foreign = (await grant(other_home, "search", "V1")).token
+    for locked in (False, True):
+        if locked:
+            await middle.ok(p.Lock())
+        for token in ("", "not-a-token", "mem_" + "x" * 43, foreign):
+            await fails("grant_invalid", middle, call(token, p.ToolSearch(query="apple")))
+        if locked:
+            await fails("vault_locked", middle, call(g1, p.ToolSearch(query="apple")))
+        else:
+            await middle.ok(call(g1, p.ToolSearch(query="apple")))
 
 
 def set_clock_ahead(middle: Middle, seconds: float) -> None:
