@@ -1,8 +1,10 @@
-"""The embedding backend interface, its task prefixes and the vector space key (R-25, R-32).
+"""The in-process embedder interface (:class:`Embedder`), its task prefixes and the vector space key (R-25, R-32).
 
 Light to import (numpy only): the index worker uses :func:`document_input` to name the exact model input of each
-chunk, and hashes it to key vectors, without loading a tokenizer or ONNX Runtime. Implementations: local ONNX
-(:mod:`memories.models.local_onnx`); remote ``gemini`` and ``compatible`` providers fit the same interface.
+chunk, and hashes it to key vectors, without loading a tokenizer or ONNX Runtime. Implementation: the local ONNX
+model (:mod:`memories.models.local_onnx`, in the embedding worker). Not to be confused with the daemon's
+:data:`memories.daemon.backends.EmbeddingBackend`, which is where a vault's vectors come from: this local model
+through the embedding worker, or a remote service through the remote worker.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ FloatMatrix = NDArray[np.float32]
 DIMENSION = 768
 """EmbeddingGemma's output width (R-25; its model card, "Inputs and outputs"): every vector of the local ONNX
 backend, and the default width of :class:`memories.rag.vectors.VectorStore`. Other backends report theirs as
-:attr:`EmbeddingBackend.dimension`."""
+:attr:`Embedder.dimension` (a remote service's, its reply's width)."""
 
 QUERY_PREFIX = "task: search result | query: "
 """EmbeddingGemma model card, "Prompt instructions": the retrieval query prompt."""
@@ -69,8 +71,8 @@ def vector_space_key(description: dict[str, Any]) -> str:
     return f"{description['backend']}:{hashlib.sha256(canonical.encode('utf-8')).hexdigest()}"
 
 
-class EmbeddingBackend(abc.ABC):
-    """One way of turning text into vectors: local ONNX here; remote ``gemini`` and ``compatible`` later.
+class Embedder(abc.ABC):
+    """A model that turns text into vectors in this process (the local ONNX model).
 
     Callers hash :meth:`query_input` / :meth:`document_input` to key vectors (``memories.rag.vectors``), and
     call :meth:`embed` only for the inputs still missing. Every result is float32 ``[n, dimension]``, finite and

@@ -65,7 +65,7 @@ from memories.models.embedding import (
     DIMENSION,
     DOCUMENT_PREFIX,
     QUERY_PREFIX,
-    EmbeddingBackend,
+    Embedder,
     FloatMatrix,
     document_input,
     query_input,
@@ -94,7 +94,7 @@ _ORT_IMPORTED_WITHOUT_OPT_OUT = "onnxruntime" in sys.modules and not all(
 )
 
 
-class LocalOnnxEmbedder(EmbeddingBackend):
+class LocalOnnxEmbedder(Embedder):
     """EmbeddingGemma (or a stand-in with its interface) loaded from a model folder, run in this process.
 
     Args:
