@@ -94,6 +94,7 @@ def _commands(tmp_path: Path) -> list[tuple[list[str], type]]:
         (["rag", "search", "v", "q"], p.SearchReport),
         (["rag", "ask", "v", "q"], p.AskReport),
         (["rag", "status", "v"], p.RagStatusReport),
+        (["rag", "watch", "v", str(tmp_path)], p.WatchReport),
         (["rag", "index", "v"], p.IndexReport),
         (["rag", "model-install"], p.InstallReport),
         (["jobs"], p.JobListing),
