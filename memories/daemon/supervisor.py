@@ -101,6 +101,18 @@ def worker_environments(config: Config, environ: dict[str, str] | None = None) -
     return {"index": local, "embedding": {**local, **TELEMETRY_ENVIRONMENT}, "remote": env}
 
 
+def _as_declared(request: p.Request, result: p.Result) -> p.Result:
+    """``result``, checked to be of the type ``request`` declares (a client decodes it as that type).
+
+    Raises:
+        MemoriesError: ``internal_error`` for a result of another type (a bug).
+    """
+    declared = isinstance(result, request.reply_type())
+    if not declared:
+        raise MemoriesError("internal_error", f"{type(request).__name__} was answered with a {type(result).__name__}")
+    return result
+
+
 class Daemon:
     """Everything the supervisor holds. Create it, then ``trio.run(daemon.serve)``.
 
@@ -305,24 +317,14 @@ class Daemon:
         return await self.dispatch(envelope.request, conn.context)
 
     async def dispatch(self, request: p.Request, ctx: RequestContext) -> p.Result:
-        """Answer one request (its envelope already checked) with a result of the type it declares.
-
-        Raises:
-            MemoriesError: the handler's failure; ``protocol_error`` for an unknown request; ``internal_error`` for
-                a result of another type than the request declares (a bug).
-        """
+        """Answer one request (its envelope already checked) with a result of the type it declares
+        (:func:`_as_declared`); an unknown request is ``protocol_error``."""
         if not isinstance(request, p.Status):  # polling the status must not keep the home unlocked
             self._last_activity = trio.current_time()
         handler = self._handlers.get(type(request))
         if handler is None:
             raise MemoriesError("protocol_error", f"unknown request {type(request).__name__}")
-        result = await handler(request, ctx)
-        declared = isinstance(result, request.reply_type())  # a client decodes the reply as its request declares
-        if not declared:
-            raise MemoriesError(
-                "internal_error", f"{type(request).__name__} was answered with a {type(result).__name__}"
-            )
-        return result
+        return _as_declared(request, await handler(request, ctx))
 
     async def _check_envelope(self, envelope: p.Envelope, request: p.Request) -> None:
         if envelope.protocol != p.PROTOCOL_VERSION:
