@@ -21,9 +21,9 @@ import statistics
 from memories import protocol as p
 from memories import worker_protocol as w
 from memories.daemon.backends import EmbeddingBackend
-from memories.daemon.cache_sync import CacheSync
 from memories.daemon.context import Handlers, RequestContext
 from memories.daemon.egress import leaves_device
+from memories.daemon.index_feed import IndexFeed
 from memories.daemon.jobs import JobManager, VaultJob
 from memories.daemon.retrieval import Retrieval
 from memories.daemon.store_gate import StoreGate
@@ -39,7 +39,7 @@ class Bench:
     """``rag bench`` for the daemon.
 
     Args:
-        store: the store gate; jobs: the job queue; cache_sync: the index worker's caches; backend: the embedding
+        store: the store gate; jobs: the job queue; index_feed: the index worker's caches; backend: the embedding
         backend; retrieval: the search path each question runs through.
     """
 
@@ -47,13 +47,13 @@ class Bench:
         self,
         store: StoreGate,
         jobs: JobManager,
-        cache_sync: CacheSync,
+        index_feed: IndexFeed,
         backend: EmbeddingBackend,
         retrieval: Retrieval,
     ) -> None:
         self._store = store
         self._jobs = jobs
-        self._cache_sync = cache_sync
+        self._index_feed = index_feed
         self._backend = backend
         self._retrieval = retrieval
 
@@ -116,7 +116,7 @@ class Bench:
         """Each question's relevant record ids; refuses a fixture entry naming no record or several, and vector
         modes while chunks lack a vector."""
         names = list(dict.fromkeys(name for question in request.questions for name in question.relevant))
-        reply = await self._cache_sync.call(job, vault, w.IndexResolve(vault=vault.id, epoch=job.epoch, names=names))
+        reply = await self._index_feed.call(job, vault, w.IndexResolve(vault=vault.id, epoch=job.epoch, names=names))
         named = dict(zip(names, reply.records, strict=True))
         relevant = []
         for question in request.questions:
@@ -139,7 +139,7 @@ class Bench:
             relevant.append({named[name][0] for name in question.relevant})
         if any(mode != "bm25" for mode in modes):
             space = await self._backend.space()
-            missing = await self._cache_sync.call(
+            missing = await self._index_feed.call(
                 job, vault, w.IndexMissing(vault=vault.id, epoch=job.epoch, space=space, limit=0)
             )
             if missing.total_missing:

@@ -44,6 +44,10 @@ class RequestContext:
             self.warnings.append(note)
 
 
+StartSoon = Callable[..., None]
+"""Start a task in the daemon's nursery (``nursery.start_soon``): background jobs and watches outlive the request
+that started them. Not the worker spawner (:data:`memories.daemon.workers.Spawn`, which starts processes)."""
+
 Handler = Callable[[Any, RequestContext], Awaitable[p.Result]]
 """A request handler: the typed request and its context."""
 

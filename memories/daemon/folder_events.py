@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import trio
 
+from memories.daemon.context import StartSoon
 from memories.daemon.folder_scan import CONFIRM_SECONDS
 from memories.daemon.ingest import is_temporary
 from memories.vault.store import VaultRow
@@ -64,16 +65,16 @@ class Watchers:
     """The running watches.
 
     Args:
-        scan: runs one scan; spawn: starts a task in the daemon's nursery.
+        scan: runs one scan; start_soon: starts a task in the daemon's nursery.
 
     Attributes:
         watcher_error: test hooks: every watcher fails to start with this message (``ENOSPC``, the inotify limit);
             ``None``: they start.
     """
 
-    def __init__(self, scan: Scan, spawn: Callable[..., None]) -> None:
+    def __init__(self, scan: Scan, start_soon: StartSoon) -> None:
         self._scan = scan
-        self._spawn = spawn
+        self._start_soon = start_soon
         self._runners: dict[str, _Runner] = {}
         self.watcher_error: str | None = None
 
@@ -81,7 +82,7 @@ class Watchers:
         """Run ``watch`` (again, when it runs: a new registration or a resume): a scan at once, then as events come."""
         self.stop(watch.id)
         runner = self._runners[watch.id] = _Runner(watch.id)
-        self._spawn(self._run, vault, watch, runner)
+        self._start_soon(self._run, vault, watch, runner)
 
     def stop(self, watch_id: str) -> None:
         """Stop one watch (unregistered, or about to be scanned by a request)."""

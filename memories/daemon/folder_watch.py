@@ -30,10 +30,10 @@ import trio
 
 from memories import protocol as p
 from memories.daemon import folder_scan
-from memories.daemon.cache_sync import CacheSync
-from memories.daemon.context import Handlers, RequestContext
+from memories.daemon.context import Handlers, RequestContext, StartSoon
 from memories.daemon.folder_events import Watchers, within
 from memories.daemon.folder_scan import FolderProblem, Listing, Plan, identity
+from memories.daemon.index_feed import IndexFeed
 from memories.daemon.indexing import Indexing
 from memories.daemon.ingest import Ingest, exclusions
 from memories.daemon.jobs import Epochs, JobManager, VaultJob
@@ -57,8 +57,8 @@ class FolderWatches:
 
     Args:
         store: the store gate; jobs: the job queue (each scan is a job); epochs: bumped by deletions;
-        ingest: imports the changed files; cache_sync: the index cache, brought up to date after a change;
-        indexing: the background index that embeds the new chunks; spawn: starts a watch in the daemon's nursery;
+        ingest: imports the changed files; index_feed: the index cache, brought up to date after a change;
+        indexing: the background index that embeds the new chunks; start_soon: starts a watch in the daemon's nursery;
         home: the home's folder (it and what is inside it are refused); sync_folders: the sync folders (refused);
         hooks: the test hooks (``None`` outside the tests): the daemon's clock (``clock_offset_file``), folders
         treated as unreadable, a watcher that cannot start.
@@ -73,9 +73,9 @@ class FolderWatches:
         jobs: JobManager,
         epochs: Epochs,
         ingest: Ingest,
-        cache_sync: CacheSync,
+        index_feed: IndexFeed,
         indexing: Indexing,
-        spawn: Callable[..., None],
+        start_soon: StartSoon,
         home: str,
         sync_folders: Callable[[], Awaitable[list[str]]],
         hooks: TestHooks | None = None,
@@ -84,13 +84,13 @@ class FolderWatches:
         self._jobs = jobs
         self._epochs = epochs
         self._ingest = ingest
-        self._cache_sync = cache_sync
+        self._index_feed = index_feed
         self._indexing = indexing
         self._home = home
         self._sync_folders = sync_folders
         self.clock = grant_clock(hooks)
         self._unreadable = unreadable_folders(hooks)
-        self.watchers = Watchers(self._background_scan, spawn)
+        self.watchers = Watchers(self._background_scan, start_soon)
         self.watchers.watcher_error = hooks.watcher_error if hooks else None
 
     def handlers(
@@ -322,7 +322,7 @@ class FolderWatches:
         """Bring the index cache up to date (a search right after finds it current), then let the background
         index embed the new chunks; a vault now over the index limits says so, as ``rag ingest`` does."""
         try:
-            await self._cache_sync.refresh(job, vault)
+            await self._index_feed.refresh(job, vault)
         except MemoriesError as exc:  # the cards are stored; the index is rebuilt at the next search
             watch.error = f"the cards are stored, but the search index is not up to date: {exc.message}"
             if exc.code == "vault_too_large":

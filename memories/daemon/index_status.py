@@ -10,8 +10,8 @@ from __future__ import annotations
 from memories import protocol as p
 from memories import worker_protocol as w
 from memories.daemon.backends import EmbeddingBackend
-from memories.daemon.cache_sync import CacheSync
 from memories.daemon.context import Handlers, RequestContext
+from memories.daemon.index_feed import IndexFeed
 from memories.daemon.jobs import JobManager
 from memories.daemon.kept_vectors import KeptVectors
 from memories.daemon.store_gate import StoreGate
@@ -31,7 +31,7 @@ class IndexStatus:
     """``rag status`` for the daemon.
 
     Args:
-        store: the store gate; jobs: the job queue (the vault's index job); cache_sync: the index worker's caches (a
+        store: the store gate; jobs: the job queue (the vault's index job); index_feed: the index worker's caches (a
         vault over the R-21 limits); backend: the embedding backend; index: the index worker; kept: the vectors kept
         in the home (where, and rows found damaged).
     """
@@ -40,14 +40,14 @@ class IndexStatus:
         self,
         store: StoreGate,
         jobs: JobManager,
-        cache_sync: CacheSync,
+        index_feed: IndexFeed,
         backend: EmbeddingBackend,
         index: WorkerHandle,
         kept: KeptVectors,
     ) -> None:
         self._store = store
         self._jobs = jobs
-        self._cache_sync = cache_sync
+        self._index_feed = index_feed
         self._backend = backend
         self._index = index
         self._kept = kept
@@ -65,7 +65,7 @@ class IndexStatus:
         backend = self._backend
         model = await backend.state()
         ctx.warnings.extend(backend.load_warnings())
-        too_large = self._cache_sync.too_large(vault)
+        too_large = self._index_feed.too_large(vault)
         if too_large:
             ctx.warnings.append(f"searches fail until records are removed: {too_large}")
         damaged = self._kept.damaged(vault)

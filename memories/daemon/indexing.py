@@ -26,9 +26,9 @@ import trio
 from memories import protocol as p
 from memories import worker_protocol as w
 from memories.daemon.backends import EmbeddingBackend
-from memories.daemon.cache_sync import CacheSync
-from memories.daemon.context import Handlers, RequestContext
+from memories.daemon.context import Handlers, RequestContext, StartSoon
 from memories.daemon.egress import check_current_policy, refuse_device_only
+from memories.daemon.index_feed import IndexFeed
 from memories.daemon.jobs import JobManager, StaleEpoch, VaultJob
 from memories.daemon.kept_vectors import KeptVectors, SealClock
 from memories.daemon.store_gate import StoreGate
@@ -38,42 +38,39 @@ from memories.vault.store import VaultRow
 
 log = logging.getLogger("memories.indexing")
 
-Spawn = Callable[..., None]
-"""Start a task in the daemon's nursery (``nursery.start_soon``): background jobs outlive their client."""
-
 
 class Indexing:
     """``rag index`` and the embedding step of searches.
 
     Args:
-        store: the store gate; jobs: the job queue; cache_sync: the index worker's caches.
+        store: the store gate; jobs: the job queue; index_feed: the index worker's caches.
         backend: the embedding backend (local model or remote service; its batch size and concurrency).
         index: the index worker (it names missing inputs and stores vectors).
         kept: the vectors kept in the home (what a run embeds is sealed there).
         cut_after_batches: test hooks only: an embedding round ends with ``budget_exceeded`` after this many
             batches, as if its budget ran out there (``None`` without hooks).
-        spawn: starts background jobs in the daemon's nursery.
+        start_soon: starts background jobs in the daemon's nursery.
     """
 
     def __init__(
         self,
         store: StoreGate,
         jobs: JobManager,
-        cache_sync: CacheSync,
+        index_feed: IndexFeed,
         backend: EmbeddingBackend,
         index: WorkerHandle,
         kept: KeptVectors,
         cut_after_batches: int | None,
-        spawn: Spawn,
+        start_soon: StartSoon,
     ) -> None:
         self._store = store
         self._jobs = jobs
-        self._cache_sync = cache_sync
+        self._index_feed = index_feed
         self._backend = backend
         self._index = index
         self._kept = kept
         self._cut_after = cut_after_batches
-        self._spawn = spawn
+        self._start_soon = start_soon
         self.batches = 0
         """Embedding batches stored since the daemon started (``daemon status``)."""
 
@@ -114,7 +111,7 @@ class Indexing:
         device-only policy (a device-only vault never syncs)."""
 
         async def work(job: VaultJob) -> p.IndexReport | None:
-            await self._cache_sync.refresh(job, vault)
+            await self._index_feed.refresh(job, vault)
             if not await self._backend.available():
                 return None
             return await self._rounds(job, vault, await self._backend.space())
@@ -125,7 +122,7 @@ class Indexing:
         """Run ``work`` as a background index job of ``vault``: in the daemon's nursery, with no client."""
         job = self._jobs.new_job("index", vault.id, vault.name, epoch_checked=False)
         job.background = True
-        self._spawn(_run_in_background, self._jobs, job, work)
+        self._start_soon(_run_in_background, self._jobs, job, work)
         return job
 
     async def _rounds(self, job: VaultJob, vault: VaultRow, space: w.VectorSpace) -> p.IndexReport:
@@ -162,7 +159,7 @@ class Indexing:
             while True:
                 ask = w.IndexMissing(vault=vault.id, epoch=job.epoch, space=space, limit=backend.plan_size)
                 try:
-                    missing = await self._cache_sync.call(job, vault, ask)
+                    missing = await self._index_feed.call(job, vault, ask)
                 except StaleEpoch:  # an edit during a long run: vectors are content-addressed, so go on
                     job.adopt_current_epoch()
                     continue

@@ -34,8 +34,8 @@ import trio
 
 from memories import protocol as p
 from memories import worker_protocol as w
-from memories.daemon.cache_sync import CacheSync
 from memories.daemon.context import Handlers, RequestContext
+from memories.daemon.index_feed import IndexFeed
 from memories.daemon.jobs import Epochs, JobManager, VaultJob
 from memories.daemon.store_gate import StoreGate
 from memories.daemon.workers import WorkerHandle
@@ -166,17 +166,17 @@ class Ingest:
     """The ingest job of the daemon.
 
     Args:
-        store: the store gate; jobs: the job queue; cache_sync: the index worker's caches, refreshed after an
+        store: the store gate; jobs: the job queue; index_feed: the index worker's caches, refreshed after an
         ingest; epochs: bumped for every card stored; index: the index worker, which parses the notes' titles and
         front matter (never the supervisor: a note is hostile input).
     """
 
     def __init__(
-        self, store: StoreGate, jobs: JobManager, cache_sync: CacheSync, epochs: Epochs, index: WorkerHandle
+        self, store: StoreGate, jobs: JobManager, index_feed: IndexFeed, epochs: Epochs, index: WorkerHandle
     ) -> None:
         self._store = store
         self._jobs = jobs
-        self._cache_sync = cache_sync
+        self._index_feed = index_feed
         self._epochs = epochs
         self._index = index
 
@@ -208,7 +208,7 @@ class Ingest:
             over_limit = None
             if changed:
                 try:
-                    await self._cache_sync.refresh(job, vault)
+                    await self._index_feed.refresh(job, vault)
                 except MemoriesError as exc:  # the cards are stored; the index is rebuilt at the next search
                     if exc.code != "vault_too_large":
                         ctx.warnings.append(

@@ -1,7 +1,7 @@
 """Search requests: the supervisor's half of the retrieval pipeline (R-06 … R-14); ``rag status`` is
 :mod:`memories.daemon.index_status`.
 
-A search is a job: it brings the vault's cache up to date (:mod:`memories.daemon.cache_sync`), embeds what vector
+A search is a job: it brings the vault's cache up to date (:mod:`memories.daemon.index_feed`), embeds what vector
 and hybrid modes need (:mod:`memories.daemon.indexing`), runs the query in the index worker, keeps only hits
 of records that are eligible at that revision right now, reorders them with the learned reranker when
 ``[rag.rerank]`` is configured (R-36), and labels them ``S1..Sn`` in rank order. ``rag ask``
@@ -20,9 +20,9 @@ from memories import protocol as p
 from memories import worker_protocol as w
 from memories.config import RagConfig, RerankConfig
 from memories.daemon.backends import EmbeddingBackend, request_budget
-from memories.daemon.cache_sync import CacheSync
 from memories.daemon.context import Handlers, RequestContext
 from memories.daemon.egress import check_current_policy, leaves_device, refuse_device_only
+from memories.daemon.index_feed import IndexFeed
 from memories.daemon.indexing import Indexing
 from memories.daemon.jobs import JobManager, VaultJob
 from memories.daemon.store_gate import StoreGate
@@ -48,7 +48,7 @@ class Retrieval:
     """``rag search``, ``memory search`` and ``rag explain`` for the daemon.
 
     Args:
-        store: the store gate; jobs: the job queue; cache_sync: the index worker's caches; backend: the embedding
+        store: the store gate; jobs: the job queue; index_feed: the index worker's caches; backend: the embedding
         backend; indexing: on-demand embedding; index: the index worker; remote: the remote worker (the learned
         reranker); rag: the ``[rag]`` settings (``rerank``, ``http``); default_budget: seconds a remote request of
         a job without a budget may take.
@@ -58,7 +58,7 @@ class Retrieval:
         self,
         store: StoreGate,
         jobs: JobManager,
-        cache_sync: CacheSync,
+        index_feed: IndexFeed,
         backend: EmbeddingBackend,
         indexing: Indexing,
         index: WorkerHandle,
@@ -68,7 +68,7 @@ class Retrieval:
     ) -> None:
         self._store = store
         self._jobs = jobs
-        self._cache_sync = cache_sync
+        self._index_feed = index_feed
         self._backend = backend
         self._indexing = indexing
         self._index = index
@@ -328,7 +328,7 @@ class Retrieval:
         """Run one query at the job's epoch in the index worker (cache synced first); keep hits of eligible records,
         and their explanations when asked. Damaged records (failed authentication) are left out, with a warning
         naming each."""
-        reply = await self._cache_sync.call(job, vault, msgspec.structs.replace(query, epoch=job.epoch))
+        reply = await self._index_feed.call(job, vault, msgspec.structs.replace(query, epoch=job.epoch))
         if self._jobs.active_jobs("ingest", vault.id):
             ctx.warn(f"an ingest into {vault.name} is in progress: these results are from the notes stored so far")
         # Defence in depth: the worker only ever held eligible records, but check against the catalog right now.
@@ -362,7 +362,7 @@ class Retrieval:
             ctx.warnings.append(f"searching with bm25: the embedding model does not load ({exc.message})")
             return "bm25"
         ask = w.IndexMissing(vault=vault.id, epoch=job.epoch, space=space, limit=0)
-        missing = await self._cache_sync.call(job, vault, ask)
+        missing = await self._index_feed.call(job, vault, ask)
         if missing.total_missing > ON_DEMAND_DEFAULT:
             ctx.warnings.append(
                 f"searching with bm25: {missing.total_missing} chunks have no vector yet; run "

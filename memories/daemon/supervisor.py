@@ -11,18 +11,18 @@ the request types it answers) and locks the home::
             ├─ Models(rag, embedding, remote, jobs)          the local model: install, load
             ├─ EmbeddingBackend(Models | [rag.embedding], remote)
             ├─ KeptVectors(store, index)                     vectors sealed in the home
-            ├─ CacheSync(store, index, kept)
-            ├─ Indexing(store, jobs, cache_sync, backend, index, kept)
-            ├─ Retrieval(store, jobs, cache_sync, backend, indexing, index, remote)
-            ├─ IndexStatus(store, jobs, cache_sync, backend, index, kept)   rag status
+            ├─ IndexFeed(store, index, kept)
+            ├─ Indexing(store, jobs, index_feed, backend, index, kept)
+            ├─ Retrieval(store, jobs, index_feed, backend, indexing, index, remote)
+            ├─ IndexStatus(store, jobs, index_feed, backend, index, kept)   rag status
             ├─ Asking(store, jobs, retrieval, remote)        rag ask
-            ├─ Bench(store, jobs, cache_sync, backend, retrieval)   rag bench
-            ├─ Ingest(store, jobs, cache_sync, epochs, index)   notes parsed in the index worker
-            ├─ FolderWatches(store, jobs, epochs, ingest, cache_sync, indexing)   rag watch; active while unlocked
+            ├─ Bench(store, jobs, index_feed, backend, retrieval)   rag bench
+            ├─ Ingest(store, jobs, index_feed, epochs, index)   notes parsed in the index worker
+            ├─ FolderWatches(store, jobs, epochs, ingest, index_feed, indexing)   rag watch; active while unlocked
             ├─ Records(store, epochs, jobs, grants, index)
             ├─ Tools(store, grants, retrieval, asking, index_status)   MCP calls through a grant
             ├─ GrantRequests(store, grants, tools)           grant create|list|revoke
-            └─ SyncRequests(store, jobs, epochs, cache_sync, indexing, Sync(RecordStore))   sync init|join|push|pull|
+            └─ SyncRequests(store, jobs, epochs, index_feed, indexing, Sync(RecordStore))   sync init|join|push|pull|
                                                              status, the sync timer
 
 ``Daemon.serve`` runs, in one trio nursery: the client socket, the three workers (each supervised and restarted on a
@@ -46,11 +46,11 @@ from memories.config import Config, weak_kdf_warning
 from memories.daemon.ask import Asking
 from memories.daemon.backends import embedding_backend
 from memories.daemon.bench import Bench
-from memories.daemon.cache_sync import CacheSync
 from memories.daemon.context import Handlers, RequestContext
 from memories.daemon.folder_watch import FolderWatches
 from memories.daemon.grant_requests import GrantRequests
 from memories.daemon.grants import Grants
+from memories.daemon.index_feed import IndexFeed
 from memories.daemon.index_status import IndexStatus
 from memories.daemon.indexing import Indexing
 from memories.daemon.ingest import Ingest
@@ -143,15 +143,16 @@ class Daemon:
         self.embedding = embedding_backend(rag, self.models, self.workers.remote, budget)
         self.watch = FileWatch(home.config_path, self.models)
         self.kept = KeptVectors(self.store, self.workers.index, rag.keep_vectors)
-        self.cache_sync = CacheSync(self.store, self.workers.index, self.kept)
+        self.index_feed = IndexFeed(self.store, self.workers.index, self.kept)
         cut_after = hooks.cut_after_batches if hooks else None
+        start_soon = self.start_soon
         self.indexing = Indexing(
-            self.store, self.jobs, self.cache_sync, self.embedding, self.workers.index, self.kept, cut_after, self.spawn
+            self.store, self.jobs, self.index_feed, self.embedding, self.workers.index, self.kept, cut_after, start_soon
         )
         self.retrieval = Retrieval(
             self.store,
             self.jobs,
-            self.cache_sync,
+            self.index_feed,
             self.embedding,
             self.indexing,
             self.workers.index,
@@ -160,11 +161,11 @@ class Daemon:
             budget,
         )
         self.asking = Asking(self.store, self.jobs, self.retrieval, self.workers.remote, rag, home.config_path, budget)
-        self.bench = Bench(self.store, self.jobs, self.cache_sync, self.embedding, self.retrieval)
-        self.ingest = Ingest(self.store, self.jobs, self.cache_sync, self.epochs, self.workers.index)
+        self.bench = Bench(self.store, self.jobs, self.index_feed, self.embedding, self.retrieval)
+        self.ingest = Ingest(self.store, self.jobs, self.index_feed, self.epochs, self.workers.index)
         self.records = Records(self.store, self.epochs, self.jobs, self.grants, self.workers.index)
         self.index_status = IndexStatus(
-            self.store, self.jobs, self.cache_sync, self.embedding, self.workers.index, self.kept
+            self.store, self.jobs, self.index_feed, self.embedding, self.workers.index, self.kept
         )
         self.tools = Tools(self.store, self.grants, self.retrieval, self.asking, self.index_status)
         between_writes = crash_after(hooks.kill_after_payloads if hooks else None)
@@ -172,12 +173,12 @@ class Daemon:
             self.store,
             self.jobs,
             self.epochs,
-            self.cache_sync,
+            self.index_feed,
             self.indexing,
             config,
             Sync(records, Path(home.root), between_writes),
         )
-        parts = (self.store, self.jobs, self.epochs, self.ingest, self.cache_sync, self.indexing, self.spawn, home.root)
+        parts = (self.store, self.jobs, self.epochs, self.ingest, self.index_feed, self.indexing, start_soon, home.root)
         self.folders = FolderWatches(*parts, self.sync.folders, hooks)
         self._handlers: Handlers = {
             p.Stop: self._stop,
@@ -250,12 +251,9 @@ class Daemon:
         if self._nursery is not None:
             self._nursery.cancel_scope.cancel()
 
-    def spawn(self, fn: Callable[..., Any], *args: Any) -> None:
-        """Start a background task in the daemon's nursery (background jobs outlive their client).
-
-        Raises:
-            RuntimeError: before :meth:`start`.
-        """
+    def start_soon(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Start ``fn(*args)`` in the daemon's nursery (:data:`~memories.daemon.context.StartSoon`: background jobs
+        outlive their client). Raises ``RuntimeError`` before :meth:`start`."""
         if self._nursery is None:
             raise RuntimeError("the daemon is not started")
         self._nursery.start_soon(fn, *args)
@@ -370,7 +368,7 @@ class Daemon:
 
     async def _stop(self, request: p.Stop, ctx: RequestContext) -> p.Result:
         # Let this reply go out first; the nursery is cancelled right after.
-        self.spawn(self._stop_soon)
+        self.start_soon(self._stop_soon)
         return p.Done(ok=True)
 
     async def _stop_soon(self) -> None:

@@ -21,8 +21,8 @@ import trio
 
 from memories import protocol as p
 from memories.config import Config, weak_kdf_warning
-from memories.daemon.cache_sync import CacheSync
 from memories.daemon.context import Handlers, RequestContext
+from memories.daemon.index_feed import IndexFeed
 from memories.daemon.indexing import Indexing
 from memories.daemon.jobs import Epochs, JobManager, VaultJob
 from memories.daemon.store_gate import StoreGate
@@ -38,7 +38,7 @@ class SyncRequests:
 
     Args:
         store: the store gate; jobs: the job queue; epochs: bumped by a pull that changed a vault;
-        cache_sync: told which records such a pull changed (a chosen head may change at the same depth);
+        index_feed: told which records such a pull changed (a chosen head may change at the same depth);
         indexing: starts the background index job after such a pull;
         config: ``[crypto]`` (the sync passphrase's cost) and ``[sync]``; home: the home folder;
         engine: the sync of the home's vaults (blocking: run in the store's thread).
@@ -49,7 +49,7 @@ class SyncRequests:
         store: StoreGate,
         jobs: JobManager,
         epochs: Epochs,
-        cache_sync: CacheSync,
+        index_feed: IndexFeed,
         indexing: Indexing,
         config: Config,
         engine: Sync,
@@ -57,7 +57,7 @@ class SyncRequests:
         self._store = store
         self._jobs = jobs
         self._epochs = epochs
-        self._cache_sync = cache_sync
+        self._index_feed = index_feed
         self._indexing = indexing
         self._config = config
         self.engine = engine
@@ -124,7 +124,7 @@ class SyncRequests:
 
         state, changed = await self._jobs.run(job, work)
         if changed:
-            self._cache_sync.resend(vault, changed)
+            self._index_feed.resend(vault, changed)
             self._epochs.bump(vault.id)
             self._indexing.start_reindex(vault)
         return state

@@ -1,8 +1,10 @@
-"""Keeping the index worker's cache of a vault at the state a job started from (R-19, R-44).
+"""Keeping the index worker's cache of a vault at the state a job started from (R-19, R-44): the index feed (named
+so since issue 18: "sync" is the sync folder's, :mod:`memories.sync`; the worker's own message keeps its name,
+:class:`~memories.worker_protocol.IndexSync`).
 
 The index worker keeps one cache per vault, stamped with the vault's epoch. Every query names the epoch its job
 started from; a cache at another epoch answers :class:`~memories.worker_protocol.IndexStale` with the record revisions
-it holds, and :class:`CacheSync` sends only the difference (records added or revised, records deleted or no
+it holds, and :class:`IndexFeed` sends only the difference (records added or revised, records deleted or no
 longer eligible), decrypted in batches of :data:`SYNC_BATCH` records — the supervisor alone decides eligibility
 (R-01, R-02), so private records, credentials and files never reach a worker. The final batch carries every
 eligible id and revision: the worker drops anything else and stamps the epoch only when it holds exactly those,
@@ -60,7 +62,7 @@ def too_large_error(vault: VaultRow, exc: MemoriesError) -> MemoriesError:
     )
 
 
-class CacheSync:
+class IndexFeed:
     """Calls to the index worker that first bring its cache of the vault to the job's epoch.
 
     Args:
