@@ -42,10 +42,11 @@ def note_date(value: object) -> str | None:
 
 
 def timestamp(text: str, *, end_of_day: bool = False) -> float | None:
-    """Unix seconds of an ISO 8601 day or time (local time when it names no offset; a day is its first second, or
-    with ``end_of_day`` the first second of the next day); ``None`` when ``text`` is not one or is out of range.
+    """Unix seconds of an ISO 8601 day or time (local time when it names no offset; a day is its first instant, or
+    with ``end_of_day`` its last microsecond); ``None`` when ``text`` is not one or is out of range.
 
-    >>> timestamp("1970-01-01T01:00:00+01:00"), timestamp("2025-03-01", end_of_day=True) == timestamp("2025-03-02")
+    >>> gap = timestamp("2025-03-02") - timestamp("2025-03-01", end_of_day=True)
+    >>> timestamp("1970-01-01T01:00:00+01:00"), 0 < gap < 1e-5
     (0.0, True)
     """
     text = text.strip()
@@ -57,9 +58,9 @@ def timestamp(text: str, *, end_of_day: bool = False) -> float | None:
         day = None
     try:
         if day is not None:
-            if end_of_day:
-                day += datetime.timedelta(days=1)
             moment = datetime.datetime(day.year, day.month, day.day)
+            if end_of_day:
+                moment += datetime.timedelta(days=1, microseconds=-1)
         else:
             moment = datetime.datetime.fromisoformat(text)
         return moment.timestamp()

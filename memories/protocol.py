@@ -23,14 +23,15 @@ from msgspec import Meta
 
 from memories.limits import MAX_QUERY_BYTES, MAX_RESULTS
 
-PROTOCOL_VERSION = 7
+PROTOCOL_VERSION = 8
 """2: the daemon sends :class:`Heartbeat` frames while a request runs. 3: ``rag ask`` and ``memory_ask`` replies
 say ``answer_truncated`` (a client of 3 cannot read the replies of a daemon of 2: ``restart it`` says so).
 4: :class:`ToolStatus`, which a daemon of 3 cannot read. 5: the requests ``rag bench`` and ``rag explain``, which a
 daemon of 4 cannot decode. 6: ``rag status`` says where vectors are kept and how the vault's background index job is
 going, ``jobs`` a job's rate and time left (a daemon of 5 would leave them at their defaults, which would mislead).
 7: watched folders (``rag watch|unwatch``, their state in ``daemon status`` and ``rag status``; ``memory list``
-says a card's file is missing)."""
+says a card's file is missing). 8: search filters on the requests that search, list or answer, which a daemon of 7
+cannot decode; ``memory list`` gives each record's date."""
 
 HEARTBEAT_SECONDS = 1.0
 """While a request runs the daemon sends a frame (progress or :class:`Heartbeat`) at least this often."""
@@ -197,11 +198,87 @@ class MemoryRead(ClientRequest["RecordView"]):
     revision: int | str | None = None
 
 
-class MemoryList(ClientRequest["RecordListing"]):
-    """``memory list``: summaries (never bodies) of the vault's records, of ``kind`` only when given."""
+# Search filters (issue 20): the same optional fields on every request that searches, lists or answers, the MCP
+# tools' too (their descriptions are the tools' input schemas). Checked and turned into the worker's SearchFilter by
+# memories/daemon/filters.py (invalid_argument naming the filter); applied before the top-k in both rankings.
+
+MAX_FILTER_VALUES = 32
+"""Most tags, and most metadata pairs, in one filter."""
+
+MAX_FILTER_BYTES = 1024
+"""Longest filter value (UTF-8 bytes): a date, a tag, a glob or a metadata value."""
+
+Since = (
+    Annotated[
+        str,
+        Meta(
+            max_length=64,
+            description="Only notes dated at or after this: an ISO 8601 date or time (local time without an "
+            "offset), or a duration back from now such as 30m, 12h, 7d, 2w.",
+        ),
+    ]
+    | None
+)
+Until = (
+    Annotated[
+        str,
+        Meta(
+            max_length=64,
+            description="Only notes dated at or before this (a date includes that whole day), as for since.",
+        ),
+    ]
+    | None
+)
+Tags = Annotated[
+    list[Annotated[str, Meta(min_length=1, max_length=MAX_FILTER_BYTES)]],
+    Meta(max_length=MAX_FILTER_VALUES, description="Only notes with every one of these tags (front matter tags)."),
+]
+FilterKind = Annotated[
+    Literal["memory", "card"] | None, Meta(description="Only memories, or only knowledge cards (imported files).")
+]
+SourceGlob = (
+    Annotated[
+        str,
+        Meta(
+            min_length=1,
+            max_length=MAX_FILTER_BYTES,
+            description="Only notes whose source path (relative to the folder imported) matches this glob: * and ? "
+            "within a folder, ** across folders (daily/**, **/*.md); a name alone matches at any depth.",
+        ),
+    ]
+    | None
+)
+MetaPairs = Annotated[
+    dict[str, Annotated[str, Meta(max_length=MAX_FILTER_BYTES)]],
+    Meta(max_length=MAX_FILTER_VALUES, description="Only notes whose metadata has each key with exactly this value."),
+]
+FILTER_FIELDS = ("since", "until", "tags", "kind", "source", "meta")
+
+
+class _Filtered(_Message):
+    """A request that takes the search filters (see :data:`FILTER_FIELDS`); a note's date is its metadata ``date``
+    (front matter ``date`` or ``created``, else the file's time, as ingest stores it), else its first revision's
+    time."""
+
+    since: Since = None
+    until: Until = None
+    tags: Tags = []
+    kind: FilterKind = None
+    source: SourceGlob = None
+    meta: MetaPairs = {}
+
+
+def filters_of(request: _Filtered) -> dict[str, Any]:
+    """The filter fields of ``request``, to pass them on to another request (``**filters_of(call)``)."""
+    return {name: getattr(request, name) for name in FILTER_FIELDS}
+
+
+class MemoryList(ClientRequest["RecordListing"], _Filtered, kw_only=True):
+    """``memory list``: summaries (never bodies) of the vault's records, of ``kind`` only when given, filtered as
+    searches are (:class:`_Filtered`; ``kind`` is any record kind here)."""
 
     vault: str
-    kind: RecordKind | None = None
+    kind: RecordKind | None = None  # type: ignore[assignment]
 
 
 class MemoryUpdate(ClientRequest["RecordRef"]):
@@ -232,7 +309,7 @@ class MemoryMove(ClientRequest["RecordRef"]):
     to: str
 
 
-class MemorySearch(ClientRequest["MemorySearchReport"]):
+class MemorySearch(ClientRequest["MemorySearchReport"], _Filtered, kw_only=True):
     """``memory search``: BM25 grouped by record; ``limit`` counts **records** (at most 100), each with
     up to 3 chunks."""
 
@@ -280,7 +357,7 @@ class RagUnwatch(ClientRequest["Done"]):
     folder: str
 
 
-class RagSearch(ClientRequest["SearchReport"]):
+class RagSearch(ClientRequest["SearchReport"], _Filtered, kw_only=True):
     """``rag search``: ``limit`` counts **chunks** (at most 100); ``mode`` ``None`` is hybrid when the model
     is installed and the vault (nearly) embedded, else bm25."""
 
@@ -295,7 +372,7 @@ class RagSearch(ClientRequest["SearchReport"]):
     """Compute ``highlights`` for each hit (the CLI asks for them for human output only; they cost ~0.2 ms a hit)."""
 
 
-class RagExplain(ClientRequest["ExplainReport"]):
+class RagExplain(ClientRequest["ExplainReport"], _Filtered, kw_only=True):
     """``rag explain``: why each result of a search ranks where it does, stage by stage, and the same for one
     ``chunk`` that may not have made the list (``RECORD`` or ``RECORD:N`` for its N-th chunk, ``RECORD`` a record
     id, source path or title; or a chunk-hash prefix of at least 8 hex digits), from the code path that ranks
@@ -320,7 +397,7 @@ class RagStatus(ClientRequest["RagStatusReport"]):
     vault: str
 
 
-class RagAsk(ClientRequest["AskReport"]):
+class RagAsk(ClientRequest["AskReport"], _Filtered, kw_only=True):
     """``rag ask``: an answer from the vault's evidence chunks by the configured generation service, with checked
     citations (R-43). Retrieval as :class:`RagSearch` (``limit`` chunks at most, 8 by default); the endpoint is
     the daemon's ``[rag.generation]``, never chosen by a request."""
@@ -422,7 +499,7 @@ Mode = Annotated[SearchMode | None, Meta(description="bm25, vector or hybrid (de
 CardsOnly = Annotated[bool, Meta(description="Only imported documents (knowledge cards).")]
 
 
-class ToolSearch(ClientRequest["ToolSearchReport"]):
+class ToolSearch(ClientRequest["ToolSearchReport"], _Filtered, kw_only=True):
     """``memory_search`` through a grant: BM25 grouped by record, as :class:`MemorySearch`."""
 
     query: Query
@@ -447,7 +524,7 @@ class ToolRead(ClientRequest["ReadPage"]):
     offset: Annotated[int, Meta(ge=0, le=MAX_JSON_INTEGER, description="UTF-8 byte offset to start the page at.")] = 0
 
 
-class ToolRetrieve(ClientRequest["ToolRetrieveReport"]):
+class ToolRetrieve(ClientRequest["ToolRetrieveReport"], _Filtered, kw_only=True):
     """``memory_retrieve`` through a grant: chunks with labels and byte spans, as :class:`RagSearch`."""
 
     query: Query
@@ -460,7 +537,7 @@ class ToolRetrieve(ClientRequest["ToolRetrieveReport"]):
     no_rerank: Annotated[bool, Meta(description="Skip the reranker.")] = False
 
 
-class ToolAsk(ClientRequest["ToolAskReport"]):
+class ToolAsk(ClientRequest["ToolAskReport"], _Filtered, kw_only=True):
     """``memory_ask`` through a grant: as :class:`RagAsk`; ``insufficient_evidence`` is a result, not an error."""
 
     question: Annotated[
@@ -755,6 +832,9 @@ class RecordSummary(msgspec.Struct):
     missing: bool = False
     """A card whose file a watched folder no longer has (kept: ``--on-delete keep``, a paused watch, or not yet
     confirmed gone)."""
+    date: float | None = None
+    """The record's date (Unix seconds): its metadata ``date`` (a note's front matter ``date`` or ``created``, else
+    its file's time when it was imported), else its first revision's time; what ``since``/``until`` compare."""
 
 
 class RecordListing(_Result):

@@ -36,7 +36,7 @@ from memories.protocol import (
     SearchMode,
 )
 
-WORKER_PROTOCOL_VERSION = 7
+WORKER_PROTOCOL_VERSION = 8
 """Bumped with every change of a message below. A worker reporting another version (or another package
 version, :data:`INSTALL`) is refused."""
 
@@ -61,7 +61,9 @@ class IndexRecord(msgspec.Struct, frozen=True):
 
     Only records of kind ``memory`` or ``card`` with sensitivity ``general`` are ever built into this struct.
     ``source`` is the ingest source path (``None`` for records added by hand); ``tags`` are front-matter tags.
-    ``source`` and ``tags`` are the safe metadata indexed with BM25 weight 2 (R-13).
+    ``source`` and ``tags`` are the safe metadata indexed with BM25 weight 2 (R-13). ``date`` (Unix seconds: the
+    metadata ``date``, else the first revision's time) and ``meta`` (all its metadata) are for search filters only:
+    they never become BM25 text and change no ranking (:mod:`memories.rag.filters`).
     """
 
     id: str
@@ -71,6 +73,8 @@ class IndexRecord(msgspec.Struct, frozen=True):
     body: str
     source: str | None = None
     tags: list[str] = []
+    date: float | None = None
+    meta: dict[str, str] = {}
 
 
 class InputRecipe(msgspec.Struct, frozen=True):
@@ -392,13 +396,27 @@ class IndexSync(WorkerRequest[IndexSynced | IndexStale]):
     :class:`IndexStale` instead of stamping the epoch if the cache does not hold exactly these revisions."""
 
 
+class SearchFilter(msgspec.Struct, frozen=True, kw_only=True):
+    """What records a search may use, applied in both arms before any ranking (:mod:`memories.rag.filters`): a date
+    within ``since``/``until`` (Unix seconds, inclusive), every tag of ``tags``, the ``kind``, a ``source`` matching
+    the glob ``source``, and every metadata pair of ``meta``. Checked by the supervisor before it is sent."""
+
+    since: float | None = None
+    until: float | None = None
+    tags: list[str] = []
+    kind: Literal["memory", "card"] | None = None
+    source: str | None = None
+    meta: dict[str, str] = {}
+
+
 class IndexQuery(WorkerRequest[IndexHits | IndexStale | VectorsWanted]):
     """Search one vault's cache if it is at ``epoch``; otherwise the worker answers :class:`IndexStale` (and, in
     vector and hybrid modes, :class:`VectorsWanted` until the space's kept vectors are loaded).
 
     ``space`` and ``query_vector`` (float32[dimension] bytes) are given for vector and hybrid modes; with
     ``evidence`` only the hits that are evidence for ``rag ask`` come back; with ``explain`` the reply carries an
-    :class:`Explanation` of the hits (``rag explain``).
+    :class:`Explanation` of the hits (``rag explain``); ``filter`` keeps every chunk of the records it does not admit
+    out of both rankings (the limit then counts chunks it admits).
     """
 
     vault: str
@@ -414,6 +432,7 @@ class IndexQuery(WorkerRequest[IndexHits | IndexStale | VectorsWanted]):
     query_vector: bytes | None = None
     evidence: Evidence | None = None
     explain: Explain | None = None
+    filter: SearchFilter | None = None
 
 
 class ParseNotes(WorkerRequest[NotesParsed]):

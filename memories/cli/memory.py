@@ -8,12 +8,13 @@ input is removed. Listing never prints a body.
 from __future__ import annotations
 
 import sys
-from typing import BinaryIO, get_args
+from typing import Any, BinaryIO, get_args
 
 import click
 
 from memories import protocol as p
 from memories.cli import render
+from memories.cli.filters import filter_fields, filter_options
 from memories.cli.output import Session, command, common_options
 from memories.errors import MemoriesError
 from memories.files import UTF8_BOM, FileTooLarge, NotRegularFile, read_regular_file
@@ -166,9 +167,11 @@ def read(session: Session, vault_ref: str, record_id: str, revision: int | str |
 @command(memory, name="list")
 @click.argument("vault_ref", metavar="VAULT")
 @click.option("--kind", type=click.Choice(KINDS))
-def list_(session: Session, vault_ref: str, kind: p.RecordKind | None) -> None:
-    """List records (titles only, never bodies)."""
-    session.emit(*session.call(p.MemoryList(vault=vault_ref, kind=kind)), render.record_listing)
+@filter_options(kind=False)
+def list_(session: Session, vault_ref: str, kind: p.RecordKind | None, **filters: Any) -> None:
+    """List records (titles and dates, never bodies), filtered as searches are."""
+    request = p.MemoryList(vault=vault_ref, kind=kind, **filter_fields(**filters))
+    session.emit(*session.call(request), render.record_listing)
 
 
 @command(memory)
@@ -231,8 +234,15 @@ def move(session: Session, vault_ref: str, record_id: str, target: str) -> None:
 @click.argument("vault_ref", metavar="VAULT")
 @click.argument("query")
 @click.option("--limit", type=click.IntRange(min=1), default=10, show_default=True, help="Most records (<= 100).")
-def search(session: Session, vault_ref: str, query: str, limit: int) -> None:
-    """Lexical search, results grouped by record."""
+@filter_options()
+def search(session: Session, vault_ref: str, query: str, limit: int, kind: str | None, **filters: Any) -> None:
+    """Lexical search, results grouped by record (filters apply before the limit)."""
     check_result_limit(limit)  # the daemon checks too; this fails early, and before a huge number is encoded
-    request = p.MemorySearch(vault=vault_ref, query=query, limit=limit)
+    request = p.MemorySearch(
+        vault=vault_ref,
+        query=query,
+        limit=limit,
+        kind=kind,  # type: ignore[arg-type]
+        **filter_fields(**filters),
+    )
     session.emit(*session.call(request), render.memory_search, lines=("text",))

@@ -317,6 +317,13 @@ def local_time(seconds: float | None) -> str:
     return datetime.datetime.fromtimestamp(seconds).astimezone().isoformat(timespec="seconds")
 
 
+def local_date(seconds: float | None) -> str:
+    """Unix ``seconds`` as the local day (``2025-03-01``: a listing's note date); ``-`` for ``None``."""
+    if seconds is None:
+        return "-"
+    return datetime.datetime.fromtimestamp(seconds).date().isoformat()
+
+
 def plain_decimal(value: float, significant: int = 4) -> str:
     """``value`` with about ``significant`` significant digits in positional notation, never an exponent: a BM25
     score of ``3.75e-06`` looks broken to a person, ``0.00000375`` does not. At most 12 decimals, trailing zeros

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any
 
 import click
 
 from memories import protocol as p
 from memories.cli import render
+from memories.cli.filters import filter_fields, filter_options
 from memories.cli.output import Session, command, common_options
 from memories.cli.terminal import escape
 from memories.cli.watch import unwatch, watch
@@ -82,8 +84,9 @@ def ingest(
 @click.option(
     "--limit", type=click.IntRange(min=1), default=10, show_default=True, help=f"Most chunks (<= {MAX_RESULTS})."
 )
-@click.option("--cards-only", is_flag=True, help="Only knowledge cards.")
+@click.option("--cards-only", is_flag=True, help="Only knowledge cards (--kind card).")
 @click.option("--no-rerank", is_flag=True, help="Skip the reranker (vector and hybrid modes).")
+@filter_options()
 def search(
     session: Session,
     vault_ref: str,
@@ -93,6 +96,8 @@ def search(
     limit: int,
     cards_only: bool,
     no_rerank: bool,
+    kind: str | None,
+    **filters: Any,
 ) -> None:
     """Chunk-level search with citation labels, byte offsets and chunk hashes."""
     check_result_limit(limit)  # the daemon checks too; this fails early, and before a huge number is encoded
@@ -105,6 +110,8 @@ def search(
         cards_only=cards_only,
         no_rerank=no_rerank,
         highlight=not session.json,
+        kind=kind,  # type: ignore[arg-type]
+        **filter_fields(**filters),
     )
 
     report, warnings = session.call(request, progress=True)
@@ -124,7 +131,7 @@ def search(
 @click.option(
     "--limit", type=click.IntRange(min=1), default=10, show_default=True, help=f"Most chunks (<= {MAX_RESULTS})."
 )
-@click.option("--cards-only", is_flag=True, help="Only knowledge cards.")
+@click.option("--cards-only", is_flag=True, help="Only knowledge cards (--kind card).")
 @click.option("--no-rerank", is_flag=True, help="Skip both rerank stages, as rag search does.")
 @click.option(
     "--chunk",
@@ -132,6 +139,7 @@ def search(
     help="Also explain this chunk (a record's best chunk, its N-th chunk, or a chunk-hash prefix of 8+ hex digits).",
 )
 @click.option("--rerank", is_flag=True, help="Also call the learned [rag.rerank] service (it costs money).")
+@filter_options()
 def explain(
     session: Session,
     vault_ref: str,
@@ -143,6 +151,8 @@ def explain(
     no_rerank: bool,
     chunk: str | None,
     rerank: bool,
+    kind: str | None,
+    **filters: Any,
 ) -> None:
     """Why each result of a search ranks where it does: BM25 and vector ranks, fusion, reranker, final rank.
 
@@ -160,6 +170,8 @@ def explain(
         no_rerank=no_rerank,
         chunk=chunk,
         rerank=rerank,
+        kind=kind,  # type: ignore[arg-type]
+        **filter_fields(**filters),
     )
 
     session.emit(*session.call(request, progress=True), lambda escaped: render.explain(escaped, chunk))
@@ -172,10 +184,19 @@ def explain(
 @click.option(
     "--limit", type=click.IntRange(min=1), default=8, show_default=True, help=f"Most chunks (<= {MAX_RESULTS})."
 )
-@click.option("--cards-only", is_flag=True, help="Only knowledge cards.")
+@click.option("--cards-only", is_flag=True, help="Only knowledge cards (--kind card).")
 @click.option("--no-rerank", is_flag=True, help="Skip both rerank stages.")
+@filter_options()
 def ask(
-    session: Session, vault_ref: str, question: str, mode: str | None, limit: int, cards_only: bool, no_rerank: bool
+    session: Session,
+    vault_ref: str,
+    question: str,
+    mode: str | None,
+    limit: int,
+    cards_only: bool,
+    no_rerank: bool,
+    kind: str | None,
+    **filters: Any,
 ) -> None:
     """Answer QUESTION from the vault's own notes with the daemon's [rag.generation] service.
 
@@ -191,6 +212,8 @@ def ask(
         limit=limit,
         cards_only=cards_only,
         no_rerank=no_rerank,
+        kind=kind,  # type: ignore[arg-type]
+        **filter_fields(**filters),
     )
 
     session.emit(*session.call(request, progress=True), render.answer, lines=("answer",))  # it may have paragraphs

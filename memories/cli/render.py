@@ -16,7 +16,17 @@ import click
 
 from memories import protocol as p
 from memories.caps import MAX_ANSWER_CHARS, MAX_ANSWER_TOKENS
-from memories.cli.output import Document, counted, job_pace, local_time, mebibytes, one_line, plain_decimal, table
+from memories.cli.output import (
+    Document,
+    counted,
+    job_pace,
+    local_date,
+    local_time,
+    mebibytes,
+    one_line,
+    plain_decimal,
+    table,
+)
 from memories.cli.terminal import escape
 
 if TYPE_CHECKING:
@@ -172,6 +182,7 @@ def record_listing(listing: p.RecordListing) -> None:
             str(r.revision),
             r.kind or "?",
             r.sensitivity or "?",
+            local_date(r.date),
             ("DAMAGED (integrity_error) " if r.damaged else "")
             + ("CONFLICT " if r.conflict else "")
             + ("MISSING " if r.missing else "")
@@ -179,7 +190,7 @@ def record_listing(listing: p.RecordListing) -> None:
         ]
         for r in listing.records
     ]
-    table(rows, ["id", "rev", "kind", "sensitivity", "title"])
+    table(rows, ["id", "rev", "kind", "sensitivity", "date", "title"])
 
 
 def memory_search(report: p.MemorySearchReport) -> None:

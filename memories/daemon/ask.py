@@ -47,6 +47,7 @@ from memories.config import GenerationConfig, RagConfig
 from memories.daemon.backends import request_budget
 from memories.daemon.context import Handlers, RequestContext
 from memories.daemon.egress import check_current_policy, refuse_device_only
+from memories.daemon.filters import search_filter
 from memories.daemon.jobs import JobManager, VaultJob
 from memories.daemon.retrieval import Retrieval
 from memories.daemon.store_gate import StoreGate
@@ -131,7 +132,9 @@ class Asking:
             limit=request.limit,
             cards_only=request.cards_only,
             no_rerank=request.no_rerank,
+            **p.filters_of(request),
         )
+        search_filter(search)  # a malformed filter fails before any work
         job = self._jobs.new_job("ask", vault.id, vault.name, epoch_checked=True)
         ctx.attach(job)
         generated: _Generated | None = None  # kept across the job's runs: a vault change alone never pays again

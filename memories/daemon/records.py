@@ -10,6 +10,7 @@ from __future__ import annotations
 from memories import protocol as p
 from memories import worker_protocol as w
 from memories.daemon.context import Handlers, RequestContext
+from memories.daemon.filters import listed, search_filter
 from memories.daemon.grants import Grants
 from memories.daemon.jobs import Epochs, JobManager
 from memories.daemon.store_gate import StoreGate
@@ -115,8 +116,10 @@ class Records:
         return record_view(await self._store.read(vault, request.id, request.revision))
 
     async def _memory_list(self, request: p.MemoryList, ctx: RequestContext) -> p.Result:
+        search = search_filter(request)
         vault = await self._store.resolve_unlocked(request.vault)
-        return p.RecordListing(records=[record_summary(r) for r in await self._store.summaries(vault, request.kind)])
+        rows = listed(await self._store.summaries(vault, request.kind), search)
+        return p.RecordListing(records=[record_summary(r) for r in rows])
 
     async def _memory_update(self, request: p.MemoryUpdate, ctx: RequestContext) -> p.Result:
         vault = await self._store.resolve_unlocked(request.vault)

@@ -22,6 +22,7 @@ from memories.config import RagConfig, RerankConfig
 from memories.daemon.backends import EmbeddingBackend, request_budget
 from memories.daemon.context import Handlers, RequestContext
 from memories.daemon.egress import check_current_policy, leaves_device, refuse_device_only
+from memories.daemon.filters import search_filter
 from memories.daemon.index_feed import IndexFeed
 from memories.daemon.indexing import Indexing
 from memories.daemon.jobs import JobManager, VaultJob
@@ -92,6 +93,7 @@ class Retrieval:
                 ``model_not_installed``, ``model_invalid``, ``budget_exceeded`` and the workers' failures.
         """
         check_result_limit(request.limit)
+        search_filter(request)  # a malformed filter fails before any work
         vault = await self._store.resolve_unlocked(request.vault)
         mode, hits = await self.searched(vault, request, ctx)
         return p.SearchReport(mode=mode, match_mode=request.match_mode, results=_labelled(hits))
@@ -114,7 +116,9 @@ class Retrieval:
             limit=request.limit,
             cards_only=request.cards_only,
             no_rerank=request.no_rerank,
+            **p.filters_of(request),
         )
+        search_filter(search)  # a malformed filter fails before any work
         job = self._jobs.new_job("explain", vault.id, vault.name, epoch_checked=True)
         ctx.attach(job)
 
@@ -249,6 +253,7 @@ class Retrieval:
             query_vector=vector,
             evidence=w.Evidence(backend.min_similarity if mode != "bm25" else None) if evidence else None,
             explain=explain,
+            filter=search_filter(request),
         )
         hits, explanation = await self._query(job, vault, query, ctx)
         explained = None if explanation is None else dict(zip(map(id, hits), explanation.results, strict=True))
@@ -291,6 +296,7 @@ class Retrieval:
 
         Chunks are fetched ``limit`` × 12 at a time, deeper until ``limit`` records are found or no more match.
         """
+        search = search_filter(request)
         vault, job = await self._start(request.vault, request.limit, ctx)
 
         async def work(job: VaultJob) -> p.MemorySearchReport:
@@ -305,6 +311,7 @@ class Retrieval:
                     limit=depth,
                     cards_only=False,
                     no_rerank=True,
+                    filter=search,
                 )
                 hits, _ = await self._query(job, vault, query, ctx)
                 records = _group(hits, request.limit)

@@ -160,7 +160,7 @@ class Tools:
     async def _answer(self, call: p.ToolCall, vault: VaultRow, ctx: RequestContext) -> p.Result:
         if isinstance(call, p.ToolSearch):
             found = await self._retrieval.memory_search(
-                p.MemorySearch(vault=vault.id, query=call.query, limit=call.limit), ctx
+                p.MemorySearch(vault=vault.id, query=call.query, limit=call.limit, **p.filters_of(call)), ctx
             )
             records, omitted = fit_hits(
                 found.results, _overhead(p.ToolSearchReport(results=[], truncated=True, omitted=0))
@@ -176,6 +176,7 @@ class Tools:
                     limit=call.limit,
                     cards_only=call.cards_only,
                     no_rerank=call.no_rerank,
+                    **p.filters_of(call),
                 ),
                 ctx,
             )
@@ -189,7 +190,12 @@ class Tools:
                 raise MemoriesError("generation_not_configured", NO_GENERATION)
             answer = await self._asking.ask(
                 p.RagAsk(
-                    vault=vault.id, question=call.question, mode=call.mode, limit=call.limit, cards_only=call.cards_only
+                    vault=vault.id,
+                    question=call.question,
+                    mode=call.mode,
+                    limit=call.limit,
+                    cards_only=call.cards_only,
+                    **p.filters_of(call),
                 ),
                 ctx,
             )

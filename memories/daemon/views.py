@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from memories import protocol as p
 from memories import worker_protocol as w
+from memories.daemon.filters import record_date
 from memories.vault.catalog import split_tags
 from memories.vault.store import VaultRow
 from memories.vault.views import IndexText, ListedRecord, OpenedRevision
@@ -43,12 +44,13 @@ def record_summary(record: ListedRecord) -> p.RecordSummary:
         record.damaged,
         record.conflict,
         record.missing,
+        None if record.created is None else record_date(record.meta or {}, record.created),
     )
 
 
 def index_record(text: IndexText) -> w.IndexRecord:
     """An eligible record as the index worker gets it: ``source`` and ``tags`` are the safe metadata indexed with
-    BM25 weight 2 (R-13)."""
+    BM25 weight 2 (R-13); ``date`` and ``meta`` are for search filters only."""
     return w.IndexRecord(
         id=text.id,
         revision=text.revision,
@@ -57,4 +59,6 @@ def index_record(text: IndexText) -> w.IndexRecord:
         body=text.body,
         source=text.meta.get("source"),
         tags=split_tags(text.meta.get("tags")),
+        date=None if text.created is None else record_date(text.meta, text.created),
+        meta=text.meta,
     )

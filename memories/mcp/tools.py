@@ -10,11 +10,11 @@ multi-line messages). msgspec decodes them strictly against the struct; a failur
 ``invalid_argument: NAME: problem``, chosen from the field's type (:func:`_problem`), so the messages stay the same
 whatever msgspec's own wording. Every schema says ``additionalProperties: false`` and decoding enforces it.
 Decoding allows what clients send for the JSON types: an integer may come as a string of decimal digits (``"5"``)
-or as a number with no fraction (``5.0``, an integer in JSON Schema), a boolean as ``"true"``/``"false"``, and
-``null`` means the argument's default; ``true`` for an integer, ``5.5`` or ``"abc"`` is refused. Limits are the
-CLI's (R-17): ``limit`` 1 to 100 (``limit_too_large`` above), queries up to 1,024 UTF-8 bytes
-(``query_too_long``, from the field's ``Meta.extra``). No argument names a vault, an endpoint, a model or a
-credential: the grant and the daemon's config decide those.
+or as a number with no fraction (``5.0``, an integer in JSON Schema), a boolean as ``"true"``/``"false"``, a list
+of strings (``tags``) as one string for a list of one, and ``null`` means the argument's default; ``true`` for an
+integer, ``5.5`` or ``"abc"`` is refused. Limits are the CLI's (R-17): ``limit`` 1 to 100 (``limit_too_large``
+above), queries up to 1,024 UTF-8 bytes (``query_too_long``, from the field's ``Meta.extra``). No argument names a
+vault, an endpoint, a model or a credential: the grant and the daemon's config decide those.
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ TOOLS: dict[str, ToolSpec] = {
 _MAX_NAME_CHARS = 64
 """An argument name longer than this (or not printable) is shown cut and quoted in a message."""
 
-_AT_FIELD = re.compile(r"at `\$\.([A-Za-z_][A-Za-z0-9_]*)`")
+_AT_FIELD = re.compile(r"at `\$\.([A-Za-z_][A-Za-z0-9_]*)[`\[]")
 
 
 def _literal_values(annotation: Any) -> tuple[Any, ...]:
@@ -167,6 +167,8 @@ def _lax(kind: inspect.Type, raw: Any) -> Any:
             return int(raw)
     if isinstance(base, inspect.BoolType) and raw in ("true", "false"):
         return raw == "true"
+    if isinstance(base, inspect.ListType) and isinstance(raw, str):
+        return [raw]
     return raw
 
 
@@ -188,6 +190,10 @@ def _problem(spec: ToolSpec, name: str, value: Any) -> MemoriesError:
         return _invalid(name, f"expected one of {', '.join(map(str, spec.choices[name]))}")
     if isinstance(value, str) and name == "id":
         return _invalid(name, "expected a record id")
+    if isinstance(base, inspect.ListType):
+        return _invalid(name, f"expected a list of at most {base.max_length} non-empty strings")
+    if isinstance(base, inspect.DictType):
+        return _invalid(name, f"expected an object of at most {base.max_length} string values")
     return _invalid(name, "expected a string")
 
 

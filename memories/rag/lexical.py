@@ -47,7 +47,7 @@ from __future__ import annotations
 import math
 import sqlite3
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Literal
 
 import msgspec
@@ -73,6 +73,9 @@ CREATE TABLE chunk_phrases (    -- apart from chunks, whose small rows every ran
     phrase_key TEXT NOT NULL,   -- analysis.phrase_key of the chunk text
     title_key TEXT NOT NULL     -- analysis.phrase_key of the title
 );
+CREATE TABLE admitted (         -- the chunks a search filter admits, filled per search (memories.rag.filters)
+    rowid INTEGER PRIMARY KEY
+);
 """
 
 _INSERT = (
@@ -97,6 +100,7 @@ _MATCHING = """
 FROM chunk_fts JOIN chunks ON chunks.rowid = chunk_fts.rowid
 WHERE chunk_fts MATCH :match
   AND (NOT :cards_only OR chunks.kind = 'card')
+  AND (NOT :filtered OR +chunk_fts.rowid IN (SELECT rowid FROM admitted))
   AND (:essential IS NULL OR +chunk_fts.rowid IN (SELECT rowid FROM chunk_fts WHERE chunk_fts MATCH :essential))
   AND (:phrase IS NULL OR EXISTS (
         SELECT 1 FROM chunk_phrases
@@ -206,14 +210,22 @@ class LexicalIndex:
         self._row_count += len(rows) - deleted_count
 
     def search(
-        self, query: AnalyzedQuery, *, match_mode: MatchMode, limit: int | None, cards_only: bool
+        self,
+        query: AnalyzedQuery,
+        *,
+        match_mode: MatchMode,
+        limit: int | None,
+        cards_only: bool,
+        admitted: Collection[int] | None = None,
     ) -> list[tuple[int, float]]:
-        """``(rowid, score)`` of the best matching chunks, best first; at most ``limit`` (``None``: all).
+        """``(rowid, score)`` of the best matching chunks, best first; at most ``limit`` (``None``: all); only among
+        the row ids ``admitted`` when given (a search filter: restricted in SQL, so ``limit`` counts admitted chunks
+        and each keeps the score it has unfiltered).
 
         Score is ``-bm25`` with weights 5/1/2, higher is better. Returns ``[]`` when no query term is in the
         vocabulary (or, for ``all``, when a non-Han term is missing).
         """
-        parameters = self._parameters(query, match_mode, cards_only)
+        parameters = self._parameters(query, match_mode, cards_only, admitted)
         if parameters is None:
             return []
         term_ids = self._term_ids(query)
@@ -239,9 +251,12 @@ class LexicalIndex:
             while rest and sum(bound[term_id] for term_id in rest) >= floor:
                 essential.append(rest.pop(0))
 
-    def filter_rowids(self, query: AnalyzedQuery, *, match_mode: MatchMode, cards_only: bool) -> set[int]:
-        """Row ids of every chunk that ``match_mode`` admits, unranked (what strict modes pass to vectors)."""
-        parameters = self._parameters(query, match_mode, cards_only)
+    def filter_rowids(
+        self, query: AnalyzedQuery, *, match_mode: MatchMode, cards_only: bool, admitted: Collection[int] | None = None
+    ) -> set[int]:
+        """Row ids of every chunk that ``match_mode`` (and ``admitted``, when given) admits, unranked (what strict
+        modes pass to vectors)."""
+        parameters = self._parameters(query, match_mode, cards_only, admitted)
         if parameters is None:
             return set()
         sql = _FILTER.format(required=parameters.pop("required"))
@@ -277,15 +292,22 @@ class LexicalIndex:
         ]
         return sorted(words, key=lambda term_id: -self._rows_with[term_id])[:MAX_EXPANSION]
 
-    def _parameters(self, query: AnalyzedQuery, match_mode: MatchMode, cards_only: bool) -> dict[str, object] | None:
-        """Bound parameters of :data:`_MATCHING` (except ``essential``) and its ``required`` SQL; ``None`` when
-        nothing can match (no query term in the vocabulary, or ``all`` with a missing non-Han term)."""
+    def _parameters(
+        self, query: AnalyzedQuery, match_mode: MatchMode, cards_only: bool, admitted: Collection[int] | None
+    ) -> dict[str, object] | None:
+        """Bound parameters of :data:`_MATCHING` (except ``essential``) and its ``required`` SQL, with the table
+        ``admitted`` filled; ``None`` when nothing can match (no query term in the vocabulary, or ``all`` with a
+        missing non-Han term, or nothing admitted)."""
         term_ids = self._term_ids(query)
-        if not term_ids:
+        if not term_ids or (admitted is not None and not admitted):
             return None
+        self._connection.execute("DELETE FROM admitted")
+        if admitted is not None:
+            self._connection.executemany("INSERT INTO admitted (rowid) VALUES (?)", ((rowid,) for rowid in admitted))
         parameters: dict[str, object] = {
             "match": " OR ".join(f'"{term_id}"' for term_id in term_ids),
             "cards_only": cards_only,
+            "filtered": admitted is not None,
             "phrase": query.phrase if match_mode == "phrase" else None,
         }
         required = []

@@ -192,8 +192,9 @@ class VaultCache:
         )
         traces: dict[int, Trace] = {}
         ranked: list[tuple[int, float]] = []
+        admitted = self.index.admitted(request.filter)  # the filter, before either ranking (None: every chunk)
         if query.terms:  # an empty or punctuation-only query finds nothing, in every mode
-            ranked = self._ranked(query, facts, request, traces)
+            ranked = self._ranked(query, facts, request, traces, admitted)
         if request.evidence is not None:
             threshold = request.evidence.min_similarity
             ranked = [
@@ -207,7 +208,7 @@ class VaultCache:
             return w.IndexHits(hits=hits)
         named = self._named(request.explain.chunk, [rowid for rowid, _ in shown], traces)
         if named is not None and query.terms:
-            self._trace_beyond(query, facts, request, named, traces)
+            self._trace_beyond(query, facts, request, named, traces, admitted)
         space = request.space
         missing = self.missing(space, 0).total_missing if space is not None else 0
 
@@ -229,18 +230,24 @@ class VaultCache:
         return w.IndexHits(hits=hits, explanation=found)
 
     def _ranked(
-        self, query: AnalyzedQuery, facts: QueryFacts, request: w.IndexQuery, traces: dict[int, Trace]
+        self,
+        query: AnalyzedQuery,
+        facts: QueryFacts,
+        request: w.IndexQuery,
+        traces: dict[int, Trace],
+        admitted: set[int] | None,
     ) -> list[tuple[int, float]]:
-        """The ranking of ``request.mode``, best first; each stage's trace goes into ``traces``."""
+        """The ranking of ``request.mode`` among the ``admitted`` chunks (``None``: all), best first; each stage's
+        trace goes into ``traces``."""
         if request.mode == "bm25":
             depth = request.limit if request.evidence is None else max(CANDIDATES, request.limit)
-            return self._lexical(query, facts, request, depth, traces)
+            return self._lexical(query, facts, request, depth, traces, admitted)
         depth = max(CANDIDATES, request.limit)
-        cosine = self._cosine(query, request, depth, traces)
+        cosine = self._cosine(query, request, depth, traces, admitted)
         if request.mode == "vector":
             fused = cosine
         else:
-            lexical = self._lexical(query, facts, request, min(depth, 100), traces)
+            lexical = self._lexical(query, facts, request, min(depth, 100), traces, admitted)
             fused = fuse(
                 facts,
                 [self._candidate(rowid) for rowid, _ in lexical],
@@ -258,12 +265,15 @@ class VaultCache:
         request: w.IndexQuery,
         limit: int,
         traces: dict[int, Trace] | None = None,
+        admitted: set[int] | None = None,
     ) -> list[tuple[int, float]]:
-        """The BM25 ranking, the query's own script first (:func:`prefer_script`); each chunk's rank and score go
-        into ``traces`` when given."""
+        """The BM25 ranking among the ``admitted`` chunks, the query's own script first (:func:`prefer_script`);
+        each chunk's rank and score go into ``traces`` when given."""
         # Fetch past the limit, so that a chunk in the query's script just below it can move up.
         depth = max(CANDIDATES, limit) if facts.forms else limit
-        hits = self.index.search(query, match_mode=request.match_mode, limit=depth, cards_only=request.cards_only)
+        hits = self.index.search(
+            query, match_mode=request.match_mode, limit=depth, cards_only=request.cards_only, admitted=admitted
+        )
         ranked = prefer_script(facts, [(self._candidate(hit.row.rowid), hit.score) for hit in hits])[:limit]
         if traces is not None:
             for rank, (rowid, score) in enumerate(ranked, start=1):
@@ -272,15 +282,27 @@ class VaultCache:
         return ranked
 
     def _cosine(
-        self, query: AnalyzedQuery, request: w.IndexQuery, limit: int | None, traces: dict[int, Trace] | None = None
+        self,
+        query: AnalyzedQuery,
+        request: w.IndexQuery,
+        limit: int | None,
+        traces: dict[int, Trace] | None = None,
+        admitted: set[int] | None = None,
     ) -> list[tuple[int, float]]:
-        """The vector ranking of the chunks the request admits (``cards_only``, a strict match mode) that have a
-        vector, best first, at most ``limit``; each chunk's rank and cosine go into ``traces`` when given."""
+        """The vector ranking of the chunks the request admits (``cards_only``, the filter's ``admitted`` rows, a
+        strict match mode) that have a vector, best first, at most ``limit`` (masked before ranking, so the limit
+        counts admitted chunks); each chunk's rank and cosine go into ``traces`` when given."""
         assert request.space is not None and request.query_vector is not None
         space = request.space
-        rows = [row for row in self.index.rows() if not request.cards_only or row.kind == "card"]
+        rows = [
+            row
+            for row in self.index.rows()
+            if (not request.cards_only or row.kind == "card") and (admitted is None or row.rowid in admitted)
+        ]
         if request.match_mode != "any":
-            allowed = self.index.filter_rowids(query, match_mode=request.match_mode, cards_only=request.cards_only)
+            allowed = self.index.filter_rowids(
+                query, match_mode=request.match_mode, cards_only=request.cards_only, admitted=admitted
+            )
             rows = [row for row in rows if row.rowid in allowed]
         by_key: dict[str, list[ChunkRow]] = {}
         for row in rows:
@@ -348,18 +370,24 @@ class VaultCache:
         return found[0]
 
     def _trace_beyond(
-        self, query: AnalyzedQuery, facts: QueryFacts, request: w.IndexQuery, rowid: int, traces: dict[int, Trace]
+        self,
+        query: AnalyzedQuery,
+        facts: QueryFacts,
+        request: w.IndexQuery,
+        rowid: int,
+        traces: dict[int, Trace],
+        admitted: set[int] | None,
     ) -> None:
-        """For the named chunk, its places in the whole BM25 and vector rankings when the candidates fused left it
-        out (ranks beyond :data:`CANDIDATES`); explain only."""
+        """For the named chunk, its places in the whole BM25 and vector rankings (of the admitted chunks) when the
+        candidates fused left it out (ranks beyond :data:`CANDIDATES`); explain only."""
         trace = traces.setdefault(rowid, Trace())
         if trace.lexical_rank is None:
-            every = self._lexical(query, facts, request, max(self.index.stats().chunks, 1))
+            every = self._lexical(query, facts, request, max(self.index.stats().chunks, 1), admitted=admitted)
             trace.lexical_rank, trace.lexical_score = next(
                 ((rank, score) for rank, (found, score) in enumerate(every, start=1) if found == rowid), (None, None)
             )
         if trace.vector_rank is None and request.mode != "bm25":
-            every = self._cosine(query, request, None)
+            every = self._cosine(query, request, None, admitted=admitted)
             trace.vector_rank, trace.cosine = next(
                 ((rank, score) for rank, (found, score) in enumerate(every, start=1) if found == rowid), (None, None)
             )

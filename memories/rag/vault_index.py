@@ -16,7 +16,7 @@ match modes, :meth:`VaultIndex.filter_rowids`.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Literal
 
 import msgspec
@@ -26,9 +26,10 @@ from memories.limits import MAX_CHUNKS, MAX_TEXT_BYTES
 from memories.protocol import MatchMode
 from memories.rag.analysis import AnalyzedQuery, AnalyzedText, analyze_text
 from memories.rag.chunking import Chunk
+from memories.rag.filters import RecordFacts, admits
 from memories.rag.lexical import KeptChunk, LexicalEntry, LexicalIndex
 from memories.rag.notes import note_chunks
-from memories.worker_protocol import IndexRecord
+from memories.worker_protocol import IndexRecord, SearchFilter
 
 _TITLE_ONLY_CHUNK = Chunk(text="", start=0, end=0, byte_start=0, byte_end=0, chunk_hash=hashlib.sha256().hexdigest())
 
@@ -80,6 +81,8 @@ class _Record(msgspec.Struct, frozen=True):
     tags: list[str]
     rowids: tuple[int, ...]
     text_bytes: int
+    date: float | None = None
+    meta: dict[str, str] = {}
 
 
 class VaultIndex:
@@ -167,6 +170,8 @@ class VaultIndex:
                 tags=list(record.tags),
                 rowids=tuple(row.rowid for row in record_rows),
                 text_bytes=_text_bytes(record),
+                date=record.date,
+                meta=dict(record.meta),
             )
         kept_rowids = {row.rowid for row in kept}
         old_rowids = [
@@ -187,8 +192,26 @@ class VaultIndex:
         self._text_bytes = text_bytes
         self._next_rowid = next_rowid
 
+    def admitted(self, search: SearchFilter | None) -> set[int] | None:
+        """The row ids of every chunk of the records ``search`` admits (:func:`memories.rag.filters.admits`);
+        ``None`` without a filter (every row)."""
+        if search is None:
+            return None
+        return {
+            rowid
+            for record in self._records.values()
+            if admits(search, RecordFacts(record.kind, record.date, record.tags, record.source, record.meta))
+            for rowid in record.rowids
+        }
+
     def search(
-        self, query: AnalyzedQuery, *, match_mode: MatchMode = "any", limit: int = 10, cards_only: bool = False
+        self,
+        query: AnalyzedQuery,
+        *,
+        match_mode: MatchMode = "any",
+        limit: int = 10,
+        cards_only: bool = False,
+        admitted: Collection[int] | None = None,
     ) -> list[Hit]:
         """The best ``limit`` chunks for ``query`` under ``match_mode``, best first (see ``rag.lexical``).
 
@@ -200,14 +223,22 @@ class VaultIndex:
         """
         if limit < 1:
             raise MemoriesError("invalid_argument", f"the result limit must be at least 1, not {limit}")
-        ranked = self._lexical.search(query, match_mode=match_mode, limit=limit, cards_only=cards_only)
+        ranked = self._lexical.search(
+            query, match_mode=match_mode, limit=limit, cards_only=cards_only, admitted=admitted
+        )
         return [Hit(row=self._rows[rowid], score=score) for rowid, score in ranked]
 
     def filter_rowids(
-        self, query: AnalyzedQuery, *, match_mode: Literal["all", "phrase"], cards_only: bool = False
+        self,
+        query: AnalyzedQuery,
+        *,
+        match_mode: Literal["all", "phrase"],
+        cards_only: bool = False,
+        admitted: Collection[int] | None = None,
     ) -> set[int]:
-        """Row ids of every chunk a strict match mode admits, for filtering vector candidates (R-14)."""
-        return self._lexical.filter_rowids(query, match_mode=match_mode, cards_only=cards_only)
+        """Row ids of every chunk a strict match mode (and ``admitted``) admits, for filtering vector candidates
+        (R-14)."""
+        return self._lexical.filter_rowids(query, match_mode=match_mode, cards_only=cards_only, admitted=admitted)
 
     def term_weights(self, query: AnalyzedQuery) -> dict[str, float]:
         """The idf of each query term over this vault's chunks (see ``LexicalIndex.term_weights``)."""

@@ -21,7 +21,7 @@ from memories.errors import MemoriesError
 from memories.vault.heads import Head, Heads, chosen_head, is_live
 from memories.vault.keys import Keyring
 from memories.vault.sealing import RecordHeader, checked, is_eligible, open_field, open_header
-from memories.vault.store import Store, VaultRow
+from memories.vault.store import Store, VaultRow, first_revision_times
 from memories.vault.views import IndexText, ListedRecord, RecordKind
 
 
@@ -145,6 +145,7 @@ class Catalog:
         """Listing rows (never a body). Damaged records are always listed, marked ``damaged``; one whose header
         cannot be read has no kind, sensitivity or title."""
         catalog, damaged = self.entries(vault), self.damaged(vault)
+        created = first_revision_times(self._store, vault.id)
         rows = [
             ListedRecord(
                 record_id,
@@ -154,6 +155,8 @@ class Catalog:
                 e.header.title,
                 record_id in damaged,
                 e.conflict,
+                created=created.get(record_id),
+                meta=e.header.meta,
             )
             for record_id, e in catalog.items()
             if kind is None or e.header.kind == kind or record_id in damaged
@@ -169,6 +172,7 @@ class Catalog:
         wanted = {rid: catalog[rid] for rid in record_ids if rid in catalog}
         rows = self._store.revisions_by_id(vault.id, [entry.revision_id for entry in wanted.values()])
         records = []
+        created = first_revision_times(self._store, vault.id) if wanted else {}
         for record_id, entry in wanted.items():
             row = rows.get(entry.revision_id)
             try:
@@ -181,7 +185,10 @@ class Catalog:
                 self._damaged_in(vault)[record_id] = entry.revision
                 continue
             kind: Literal["memory", "card"] = "card" if header.kind == "card" else "memory"  # eligible: one of both
-            records.append(IndexText(record_id, row.revision, kind, header.title, body.decode("utf-8"), header.meta))
+            text = IndexText(
+                record_id, row.revision, kind, header.title, body.decode("utf-8"), header.meta, created.get(record_id)
+            )
+            records.append(text)
         return records
 
     def _damaged_in(self, vault: VaultRow) -> dict[str, int]:

@@ -515,6 +515,18 @@ class VectorTable:
         return count
 
 
+def first_revision_times(store: Store, vault_id: str) -> dict[str, float]:
+    """Record id -> the time (Unix seconds) of its first revision (the earliest of depth 1, a sibling's too) for
+    every record of the vault with one stored: a record's date when its metadata names none. Read from the clear
+    ``created`` column, which each revision's id authenticates."""
+    rows = store._db.execute(
+        "SELECT record_id, min(created) FROM revisions WHERE vault_id = ? AND revision = 1 AND NOT deleted "
+        "GROUP BY record_id",
+        (vault_id,),
+    ).fetchall()
+    return {record_id: created for record_id, created in rows}
+
+
 class WatchTable:
     """The ``watches`` table of a :class:`Store`: each watched folder's sealed registration in and out, no keys
     (:mod:`memories.vault.watches`); :meth:`Store.delete_vault` deletes a vault's rows."""

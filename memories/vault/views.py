@@ -47,7 +47,8 @@ class OpenedRevision(NamedTuple):
 
 class ListedRecord(NamedTuple):
     """One record of a listing: its chosen head, without body or metadata. ``kind``, ``sensitivity`` and ``title``
-    are ``None`` when its header is damaged; ``missing``: a card whose file a watched folder no longer has."""
+    are ``None`` when its header is damaged; ``missing``: a card whose file a watched folder no longer has;
+    ``created``: its first revision's time (Unix seconds); ``meta``: its metadata (for filters, never shown)."""
 
     id: str
     revision: int
@@ -57,11 +58,14 @@ class ListedRecord(NamedTuple):
     damaged: bool = False
     conflict: bool = False
     missing: bool = False
+    created: float | None = None
+    meta: dict[str, str] | None = None
 
 
 class IndexText(NamedTuple):
     """The decrypted chosen head of one retrieval-eligible record (R-01, R-02: kind ``memory`` or ``card``,
-    sensitivity ``general``): what the index worker may be handed. ``body`` is the UTF-8 decoded body."""
+    sensitivity ``general``): what the index worker may be handed. ``body`` is the UTF-8 decoded body; ``created``
+    the record's first revision's time (Unix seconds)."""
 
     id: str
     revision: int
@@ -69,6 +73,7 @@ class IndexText(NamedTuple):
     title: str
     body: str
     meta: dict[str, str]
+    created: float | None = None
 
 
 class Note(NamedTuple):
