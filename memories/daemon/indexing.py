@@ -27,7 +27,7 @@ from memories import protocol as p
 from memories import worker_protocol as w
 from memories.daemon.backends import EmbeddingBackend
 from memories.daemon.context import Handlers, RequestContext, StartSoon
-from memories.daemon.egress import check_current_policy, refuse_device_only
+from memories.daemon.egress import check_current_policy, leaves_device, refuse_device_only
 from memories.daemon.index_feed import IndexFeed
 from memories.daemon.jobs import JobManager, StaleEpoch, VaultJob
 from memories.daemon.kept_vectors import KeptVectors, SealClock
@@ -106,13 +106,13 @@ class Indexing:
     def start_reindex(self, vault: VaultRow) -> VaultJob:
         """After a change no client waits for (a sync pull): bring the index worker's cache of the vault up to date
         in the daemon's nursery, then embed what it lacks when the embedding backend can embed (the model is
-        installed, or ``[rag.embedding]`` is set); with neither, the BM25 index alone. Its outcome (also
-        ``model_invalid``, ``vault_too_large``) is visible in ``memories jobs``. The caller checked the
-        device-only policy (a device-only vault never syncs)."""
+        installed, or ``[rag.embedding]`` is set); with neither, the BM25 index alone, and so for a device-only
+        vault whose embedding service is not loopback (a watched folder's change: nothing may leave). Its outcome
+        (also ``model_invalid``, ``vault_too_large``) is visible in ``memories jobs``."""
 
         async def work(job: VaultJob) -> p.IndexReport | None:
             await self._index_feed.refresh(job, vault)
-            if not await self._backend.available():
+            if not await self._backend.available() or (vault.device_only and leaves_device(self._backend.egress_url)):
                 return None
             return await self._rounds(job, vault, await self._backend.space())
 

@@ -15,6 +15,8 @@ import pytest
 import trio
 
 from memories import protocol as p
+from memories import worker_protocol as w
+from memories.config import EmbeddingConfig, RagConfig
 from memories.daemon.context import RequestContext
 from memories.errors import MemoriesError
 from tests.fixtures.middle import PASSPHRASE, Middle, running_middle
@@ -403,3 +405,41 @@ async def test_two_devices_watching_one_synced_notes_folder_make_one_card_per_no
         (folder_b / "n003.md").write_text("# Note 3\n\nthen edited on the other machine\n")
         assert await _scan_all(b, "mine") == [("n003.md", "updated")]
         assert len((await b.ok(p.MemoryList(vault="mine"))).records) == 4
+
+
+async def test_a_watch_embeds_its_changes_and_never_sends_a_device_only_vaults_text(tmp_path: Path) -> None:
+    """With [rag.embedding] set, a watched folder's new note is embedded by the background index; a device-only
+    vault's is not sent (the index is brought up to date, nothing leaves, and the index job ends well)."""
+    embedding = EmbeddingConfig(
+        protocol="compatible", url="https://models.invalid.example/v1/embeddings", model="m", dimensions=4
+    )
+    async with running_middle(tmp_path, RagConfig(embedding=embedding)) as middle:
+        sent: list[w.RemoteEmbed] = []
+
+        def embed(request: w.RemoteEmbed) -> w.RemoteVectors:
+            sent.append(request)
+            return w.RemoteVectors(
+                vectors=bytes(16 * len(request.inputs)), dimension=4, ok=list(range(len(request.inputs)))
+            )
+
+        middle.fakes["remote"].handlers[w.RemoteEmbed] = embed
+        folder = notes(tmp_path / "notes", 2)
+        await middle.ok(p.RagWatch(vault="notes", folder=str(folder)))
+
+        async def embedded() -> bool:
+            jobs = [job for job in (await middle.ok(p.Jobs())).jobs if job.kind == "index"]
+            return bool(jobs) and all(job.state == "done" for job in jobs) and bool(sent)
+
+        await poll(embedded, "the background index")
+        await middle.ok(p.VaultCreate(name="private", device_only=True))
+        before = len(sent)
+        other = notes(tmp_path / "private", 2)
+        await middle.ok(p.RagWatch(vault="private", folder=str(other)))
+
+        async def indexed() -> bool:
+            jobs = [job for job in (await middle.ok(p.Jobs())).jobs if job.kind == "index"]
+            return len(jobs) >= 2 and all(job.state in ("done", "failed") for job in jobs)
+
+        await poll(indexed, "the device-only vault's index job")
+        jobs = [job for job in (await middle.ok(p.Jobs())).jobs if job.kind == "index"]
+        assert [job.state for job in jobs] == ["done"] * len(jobs) and len(sent) == before
