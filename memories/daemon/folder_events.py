@@ -25,7 +25,7 @@ import trio
 
 from memories.daemon.context import StartSoon
 from memories.daemon.folder_scan import CONFIRM_SECONDS
-from memories.daemon.ingest import is_temporary
+from memories.daemon.ingest import TEXT_SUFFIXES, is_temporary
 from memories.vault.store import VaultRow
 from memories.vault.watches import Watch
 
@@ -165,13 +165,18 @@ def within(folder: str, parent: str) -> bool:
 
 
 def _about_notes(folder: str, path: str) -> bool:
-    """An event's path that can change what the folder's notes are: not inside a dot folder (``.git``,
-    ``.obsidian``), not a temporary file; a folder (any name without a note's suffix) counts."""
-    if path == folder:  # the folder itself was renamed away or deleted: the scan pauses the watch at once
+    """An event's path that can change what the folder's notes are: the folder itself (renamed away or deleted: the
+    scan pauses the watch at once), a note (a ``.md``, ``.markdown`` or ``.txt`` file) or what may be a folder (a
+    name without a suffix), outside dot folders (``.git``, ``.obsidian``) and not a temporary file. A database, a
+    log or a sync payload is none: the Memories home inside a watched folder (``~`` watched, the home in it) must
+    not wake a scan with every write of the scan's own state."""
+    if path == folder:
         return True
-    relative = os.path.relpath(path, folder)
-    parts = relative.split(os.sep)
-    return not any(part.startswith(".") for part in parts) and not is_temporary(parts[-1])
+    parts = os.path.relpath(path, folder).split(os.sep)
+    if any(part.startswith(".") for part in parts) or is_temporary(parts[-1]):
+        return False
+    suffix = os.path.splitext(parts[-1])[1].lower()
+    return suffix in TEXT_SUFFIXES or not suffix
 
 
 async def _stop_on_cancel(stop: threading.Event) -> None:
