@@ -2,9 +2,9 @@
 :mod:`memories.daemon.index_status`.
 
 A search is a job: it brings the vault's cache up to date (:mod:`memories.daemon.index_feed`), embeds what vector
-and hybrid modes need (:mod:`memories.daemon.indexing`), runs the query in the index worker, keeps only hits
-of records that are eligible at that revision right now, reorders them with the learned reranker when
-``[rag.rerank]`` is configured (R-36), and labels them ``S1..Sn`` in rank order. ``rag ask``
+and hybrid modes need and picks the default mode (:mod:`memories.daemon.search_embedding`), runs the query in the
+index worker, keeps only hits of records that are eligible at that revision right now, reorders them with the
+learned reranker when ``[rag.rerank]`` is configured (R-36), and labels them ``S1..Sn`` in rank order. ``rag ask``
 (:mod:`memories.daemon.ask`) retrieves the same way, keeping only evidence chunks.
 
 Device-only vaults (R-41): an explicit vector or hybrid search, and the learned reranker, are refused before any
@@ -24,18 +24,12 @@ from memories.daemon.context import Handlers, RequestContext
 from memories.daemon.egress import check_current_policy, leaves_device, refuse_device_only
 from memories.daemon.filters import search_filter
 from memories.daemon.index_feed import IndexFeed
-from memories.daemon.indexing import Indexing
 from memories.daemon.jobs import JobManager, VaultJob
+from memories.daemon.search_embedding import SearchEmbedding
 from memories.daemon.store_gate import StoreGate
 from memories.daemon.workers import WorkerHandle
-from memories.errors import MemoriesError
 from memories.limits import MAX_CHUNKS, check_result_limit
 from memories.vault.store import VaultRow
-
-ON_DEMAND_DEFAULT = 64
-"""When no mode is asked for, hybrid is chosen only if at most this many chunks still need embedding on demand;
-otherwise the search runs in bm25 mode with a warning to run ``rag index`` (a real model embeds a few chunks per
-second on a laptop, R-26)."""
 
 MEMORY_SEARCH_CHUNKS_PER_RECORD = 3
 """Chunks shown under each record of ``memory search``."""
@@ -50,9 +44,9 @@ class Retrieval:
 
     Args:
         store: the store gate; jobs: the job queue; index_feed: the index worker's caches; backend: the embedding
-        backend; indexing: on-demand embedding; index: the index worker; remote: the remote worker (the learned
-        reranker); rag: the ``[rag]`` settings (``rerank``, ``http``); default_budget: seconds a remote request of
-        a job without a budget may take.
+        backend; embedding: a search's embedding step and default mode; index: the index worker; remote: the remote
+        worker (the learned reranker); rag: the ``[rag]`` settings (``rerank``, ``http``); default_budget: seconds a
+        remote request of a job without a budget may take.
     """
 
     def __init__(
@@ -61,7 +55,7 @@ class Retrieval:
         jobs: JobManager,
         index_feed: IndexFeed,
         backend: EmbeddingBackend,
-        indexing: Indexing,
+        embedding: SearchEmbedding,
         index: WorkerHandle,
         remote: WorkerHandle,
         rag: RagConfig,
@@ -71,7 +65,7 @@ class Retrieval:
         self._jobs = jobs
         self._index_feed = index_feed
         self._backend = backend
-        self._indexing = indexing
+        self._embedding = embedding
         self._index = index
         self._remote = remote
         self._rag = rag
@@ -79,11 +73,7 @@ class Retrieval:
 
     def handlers(self) -> Handlers:
         """The requests this module answers."""
-        return {
-            p.MemorySearch: self.memory_search,
-            p.RagSearch: self.search,
-            p.RagExplain: self.explain,
-        }
+        return {p.MemorySearch: self.memory_search, p.RagSearch: self.search, p.RagExplain: self.explain}
 
     async def search(self, request: p.RagSearch, ctx: RequestContext) -> p.SearchReport:
         """``rag search``: chunks in rank order with labels S1..Sn (R-07, R-10).
@@ -141,26 +131,10 @@ class Retrieval:
                 results=chunks,
                 chunk=named,
                 missing_vectors=found.missing_vectors if mode != "bm25" else 0,
-                notes=self._explain_notes(mode, request, found.missing_vectors),
+                notes=_explain_notes(mode, request, found.missing_vectors, self._rag.rerank),
             )
 
         return await self._jobs.run(job, work)
-
-    def _explain_notes(self, mode: p.SearchMode, request: p.RagExplain, missing: int) -> list[str]:
-        """What ``rag explain`` did not run, and why."""
-        notes = []
-        if mode == "bm25":
-            notes.append("bm25 mode: no vector ranking, fusion or reranker")
-        elif request.no_rerank:
-            notes.append("--no-rerank: neither the lightweight nor the learned reranker ran")
-        if mode != "bm25" and missing:
-            notes.append(
-                f"{missing} chunks have no vector and are not in the vector ranking; `rag index` embeds them "
-                "(explain never does, a search embeds up to 64 first)"
-            )
-        if self._rag.rerank is not None and not request.no_rerank and not request.rerank:
-            notes.append("stopped before the learned reranker [rag.rerank]: --rerank calls it (it costs money)")
-        return notes
 
     async def searched(
         self,
@@ -217,7 +191,7 @@ class Retrieval:
         backend = self._backend
         mode = request.mode
         if mode is None:
-            mode = await self._default_mode(job, vault, ctx)
+            mode = await self._embedding.default_mode(job, vault, ctx)
         elif mode != "bm25":
             refuse_device_only(vault, backend.egress_url, "rag.embedding")
         rerank = None if request.no_rerank or not learned else self._rag.rerank
@@ -236,7 +210,7 @@ class Retrieval:
             if checked.terms:
                 space = await backend.space()
                 if explain is None:
-                    await self._indexing.embed_missing(job, vault, space)
+                    await self._embedding.prepare(job, vault, space)
                 await check_current_policy(self._store, vault, backend.egress_url, "rag.embedding")
                 vector = await backend.embed_query(job, request.query)
         query = w.IndexQuery(
@@ -353,30 +327,23 @@ class Retrieval:
             explanation.results = [chunk for chunk, keep in zip(explanation.results, kept, strict=True) if keep]
         return [hit for hit, keep in zip(reply.hits, kept, strict=True) if keep], explanation
 
-    async def _default_mode(self, job: VaultJob, vault: VaultRow, ctx: RequestContext) -> p.SearchMode:
-        """Hybrid when an embedding backend is available, may see the vault, and the vault is (nearly) embedded
-        (chunks the service refused do not count), else bm25: a search never embeds a whole vault through a paid
-        API."""
-        backend = self._backend
-        if not await backend.available():
-            return "bm25"
-        if vault.device_only and leaves_device(backend.egress_url):
-            ctx.warn(f"searching with bm25: vault {vault.name} is device-only and [rag.embedding] url is not loopback")
-            return "bm25"
-        try:
-            space = await backend.space()
-        except MemoriesError as exc:
-            ctx.warnings.append(f"searching with bm25: the embedding model does not load ({exc.message})")
-            return "bm25"
-        ask = w.IndexMissing(vault=vault.id, epoch=job.epoch, space=space, limit=0)
-        missing = await self._index_feed.call(job, vault, ask)
-        if missing.total_missing > ON_DEMAND_DEFAULT:
-            ctx.warnings.append(
-                f"searching with bm25: {missing.total_missing} chunks have no vector yet; run "
-                f"`memories rag index {vault.name} --background` for hybrid search"
-            )
-            return "bm25"
-        return "hybrid"
+
+def _explain_notes(mode: p.SearchMode, request: p.RagExplain, missing: int, rerank: RerankConfig | None) -> list[str]:
+    """What ``rag explain`` did not run, and why (``missing``: chunks without a vector; ``rerank``: the learned
+    reranker configured, if any)."""
+    notes = []
+    if mode == "bm25":
+        notes.append("bm25 mode: no vector ranking, fusion or reranker")
+    elif request.no_rerank:
+        notes.append("--no-rerank: neither the lightweight nor the learned reranker ran")
+    if mode != "bm25" and missing:
+        notes.append(
+            f"{missing} chunks have no vector and are not in the vector ranking; `rag index` embeds them "
+            "(explain never does, a search embeds up to 64 first)"
+        )
+    if rerank is not None and not request.no_rerank and not request.rerank:
+        notes.append("stopped before the learned reranker [rag.rerank]: --rerank calls it (it costs money)")
+    return notes
 
 
 def _labelled(hits: list[w.WorkerHit]) -> list[p.SearchHit]:

@@ -13,7 +13,8 @@ the request types it answers) and locks the home::
             ├─ KeptVectors(store, index)                     vectors sealed in the home
             ├─ IndexFeed(store, index, kept)
             ├─ Indexing(store, jobs, index_feed, backend, index, kept)
-            ├─ Retrieval(store, jobs, index_feed, backend, indexing, index, remote)
+            ├─ Retrieval(store, jobs, index_feed, backend, SearchEmbedding(backend, index_feed, indexing), index,
+            │            remote)
             ├─ IndexStatus(store, jobs, index_feed, backend, index, kept)   rag status
             ├─ Asking(store, jobs, retrieval, remote)        rag ask
             ├─ Bench(store, jobs, index_feed, backend, retrieval)   rag bench
@@ -59,6 +60,7 @@ from memories.daemon.kept_vectors import KeptVectors
 from memories.daemon.models import Models, model_manifest
 from memories.daemon.records import Records
 from memories.daemon.retrieval import Retrieval
+from memories.daemon.search_embedding import SearchEmbedding
 from memories.daemon.server import Answering, Connection, serve_socket
 from memories.daemon.store_gate import StoreGate
 from memories.daemon.sync import SyncRequests, crash_after
@@ -154,7 +156,7 @@ class Daemon:
             self.jobs,
             self.index_feed,
             self.embedding,
-            self.indexing,
+            SearchEmbedding(self.embedding, self.index_feed, self.indexing),
             self.workers.index,
             self.workers.remote,
             rag,
