@@ -52,11 +52,17 @@ class Seen:
 
 @dataclass
 class Listing:
-    """What a scan found: the folder's notes by relative path, and the other files it reports (skipped, refused
-    by the walk: a name that is not UTF-8)."""
+    """What a scan found: the folder's notes by relative path, the other files it reports (skipped, refused by
+    the walk: a name that is not UTF-8), and the subfolders it could not list (relative paths: what they held is
+    neither changed nor absent)."""
 
     files: dict[str, Seen] = field(default_factory=dict)
     reported: list[p.IngestResult] = field(default_factory=list)
+    unlisted: list[str] = field(default_factory=list)
+
+    def hides(self, source: str) -> bool:
+        """Whether ``source`` is inside a subfolder this scan could not list."""
+        return any(source.startswith(folder.rstrip("/") + "/") for folder in self.unlisted)
 
 
 @dataclass
@@ -95,7 +101,8 @@ def scan(watch: Watch, unreadable: Callable[[str], bool]) -> Listing:
     """List the watched folder as ``rag ingest`` would walk it, with each note's size, time and inode.
 
     ``unreadable`` says whether a folder is to be treated as unreadable (test hooks stand in for ``chmod``, which
-    root ignores).
+    root ignores). A subfolder that cannot be listed (its permissions changed, a mount under it failed) is named in
+    :attr:`Listing.unlisted`: its notes are not absent, only unseen.
 
     Raises:
         FolderProblem: the folder is gone, not a folder, another one than was registered, or unreadable.
@@ -105,13 +112,15 @@ def scan(watch: Watch, unreadable: Callable[[str], bool]) -> Listing:
             f"the folder {watch.folder} is another folder than the one registered (it was renamed away and replaced, "
             "or a drive was mounted or unmounted there)"
         )
+    listing = Listing()
     try:
         if unreadable(watch.folder):
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
-        walked = walk_folder(Path(watch.folder), exclusions(watch.exclude), watch.recursive)
+        walked = walk_folder(
+            Path(watch.folder), exclusions(watch.exclude), watch.recursive, listing.unlisted, unreadable
+        )
     except OSError as exc:
         raise FolderProblem(f"the folder {watch.folder} cannot be read: {exc.strerror}") from None
-    listing = Listing()
     for item in walked:
         if not isinstance(item, Candidate):
             if item.status == "refused":
@@ -130,12 +139,19 @@ def plan(watch: Watch, listing: Listing, now: float, *, accept_deletions: bool =
 
     A file new or changed since it was imported (size, modification time or inode) is imported again; a file absent
     is marked absent at its first scan and deleted at a scan at least :data:`CONFIRM_SECONDS` later, with
-    ``--on-delete delete``; ``keep`` never deletes. Deletions beyond :func:`deletion_limit` within
-    :data:`WINDOW_SECONDS` pause the watch instead, unless ``accept_deletions``.
+    ``--on-delete delete``; ``keep`` never deletes. A file inside a subfolder the scan could not list is kept as it
+    was (unseen is not absent). Deletions beyond :func:`deletion_limit` within :data:`WINDOW_SECONDS` pause the
+    watch instead, unless ``accept_deletions``.
     """
     result = Plan()
+    unseen = {source: entry for source, entry in watch.files.items() if listing.hides(source)}
+    result.files.update(unseen)
     # A file renamed or moved within the folder keeps its inode: it keeps its card, edited or not.
-    gone = {entry.inode: entry.card for source, entry in watch.files.items() if source not in listing.files}
+    gone = {
+        entry.inode: entry.card
+        for source, entry in watch.files.items()
+        if source not in listing.files and source not in unseen
+    }
     for source, seen in listing.files.items():
         entry = watch.files.get(source)
         unchanged = (
@@ -154,7 +170,7 @@ def plan(watch: Watch, listing: Listing, now: float, *, accept_deletions: bool =
         if entry is not None:  # kept until the import says what became of it
             result.files[source] = WatchedFile(entry.card, entry.size, entry.mtime_ns, entry.inode, None, entry.refused)
     for source, entry in watch.files.items():
-        if source in listing.files:
+        if source in listing.files or source in unseen:
             continue
         if entry.card is None:  # a refused file that is gone: nothing to delete, nothing to remember
             continue

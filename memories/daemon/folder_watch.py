@@ -275,6 +275,9 @@ class FolderWatches:
             if refusals:
                 watch.error = refusals[0] + (f" (and {len(refusals) - 1} more)" if len(refusals) > 1 else "")
                 log.warning("watch %s: %d files refused", watch.id, len(refusals))
+            if listing.unlisted and listing.unlisted != watch.unlisted:  # said once, not at every event
+                log.warning("watch %s: %d subfolders cannot be read", watch.id, len(listing.unlisted))
+            watch.unlisted = listing.unlisted
             over_limit = None
             if changed or deleted:
                 watch.last_change = now
@@ -381,7 +384,18 @@ def watch_info(vault: VaultRow, watch: Watch, running: tuple[str, str | None] | 
         last_change=watch.last_change,
         last_scan=watch.last_scan,
         paused=watch.paused,
-        error=(running[1] if running is not None else None) or watch.error,
+        error=(running[1] if running is not None else None) or _unlisted(watch) or watch.error,
+    )
+
+
+def _unlisted(watch: Watch) -> str | None:
+    """What the subfolders the last scan could not list mean, or ``None``."""
+    if not watch.unlisted:
+        return None
+    more = f" (and {len(watch.unlisted) - 1} more)" if len(watch.unlisted) > 1 else ""
+    return (
+        f"the subfolder {watch.unlisted[0]}{more} cannot be read: its notes are neither updated nor deleted until it "
+        "can be"
     )
 
 

@@ -25,7 +25,7 @@ import datetime
 import fnmatch
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -384,19 +384,37 @@ def exclusions(patterns: list[str]) -> pathspec.PathSpec:
         raise MemoriesError("invalid_argument", f"an --exclude pattern is malformed: {exc}") from None
 
 
-def walk_folder(root: Path, spec: pathspec.PathSpec, recursive: bool) -> list[Candidate | p.IngestResult]:
+def walk_folder(
+    root: Path,
+    spec: pathspec.PathSpec,
+    recursive: bool,
+    unlisted: list[str] | None = None,
+    unreadable: Callable[[str], bool] | None = None,
+) -> list[Candidate | p.IngestResult]:
     """The files of the folder ``root`` as ``rag ingest`` takes them (see the module's docstring): candidates in
     walk order (folders sorted, names sorted), and the files reported ``skipped`` or ``refused``.
 
+    A subfolder that cannot be listed is left out, as ``os.walk`` does; its path relative to ``root``
+    (``/``-separated) is appended to ``unlisted`` when given (a watched folder must not take its files for
+    deleted). ``unreadable`` (test hooks: root ignores ``chmod``) names subfolders to treat as unlistable.
+
     Raises:
-        OSError: only when ``root`` itself cannot be listed (a subfolder that cannot is left out, as ``os.walk``
-            does).
+        OSError: only when ``root`` itself cannot be listed.
     """
     found: list[Candidate | p.IngestResult] = []
     os.scandir(root).close()  # the folder itself must be listable: its failure is the caller's to report
     inside = os.path.realpath(root)
-    for folder, dirs, files in os.walk(root):
+    left_out = unlisted if unlisted is not None else []
+
+    def unlistable(error: OSError) -> None:
+        left_out.append(Path(os.path.relpath(error.filename, root)).as_posix())
+
+    for folder, dirs, files in os.walk(root, onerror=unlistable):
         relative_folder = Path(folder).relative_to(root)
+        if unreadable is not None and folder != str(root) and unreadable(folder):
+            left_out.append(relative_folder.as_posix())
+            dirs[:] = []
+            continue
         dirs[:] = sorted(
             d
             for d in dirs

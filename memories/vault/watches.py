@@ -55,6 +55,8 @@ class Watch(msgspec.Struct, kw_only=True):
         last_change: Unix seconds of the last change imported or deleted; last_scan: of the last scan.
         deletions: Unix seconds of the cards it deleted in the last ten minutes (the mass-deletion rule).
         files: relative path (``/``-separated) -> :class:`WatchedFile`.
+        unlisted: the subfolders (relative paths) the last scan could not list: their files are kept as they were,
+            neither updated nor deleted.
     """
 
     id: str
@@ -72,6 +74,7 @@ class Watch(msgspec.Struct, kw_only=True):
     last_scan: float | None = None
     deletions: list[float] = []
     files: dict[str, WatchedFile] = {}
+    unlisted: list[str] = []
 
 
 class Watches:

@@ -19,6 +19,7 @@ from memories import worker_protocol as w
 from memories.config import EmbeddingConfig, RagConfig
 from memories.daemon.context import RequestContext
 from memories.errors import MemoriesError
+from memories.testing import TestHooks
 from tests.fixtures.middle import PASSPHRASE, Middle, running_middle
 
 
@@ -234,6 +235,35 @@ async def test_a_folder_that_vanishes_is_replaced_or_unreadable_pauses_and_delet
     clock.now += 60
     assert [r.status for r in resumed.results + (await scan(middle)).results] == []
     assert len(await titles(middle)) == 6
+
+
+async def test_an_unreadable_subfolder_keeps_its_notes_as_they_were(tmp_path: Path) -> None:
+    """A subfolder that cannot be listed (its permissions changed, a mount under it failed; here the
+    ``unreadable_folders_file`` hook, as root ignores ``chmod``) hides its notes from the scan: they are unseen, not
+    absent, so nothing in it is deleted or marked missing, the watch says why, and all is as before once it can be
+    read again. (``os.walk`` leaves such a folder out silently: its notes looked deleted.)"""
+    listed = tmp_path / "unreadable-folders"
+    listed.write_text("")
+    async with running_middle(tmp_path, hooks=TestHooks(unreadable_folders_file=str(listed))) as middle:
+        clock = Clock()
+        middle.daemon.folders.clock = clock
+        folder = notes(tmp_path / "notes", 2)
+        notes(folder / "journal", 3)
+        assert len((await register(middle, folder, recursive=True)).results) == 5
+        listed.write_text(f"{folder / 'journal'}\n")
+        (folder / "n000.md").write_text("# Note 0\n\nedited while the journal is unreadable\n")
+        for _ in range(3):
+            clock.now += 60
+            report = await scan(middle)
+            assert [r.status for r in report.results] in (["updated"], [])
+            assert (report.watch.paused, report.watch.missing, report.watch.cards) == (None, 0, 5)
+            assert "journal cannot be read" in (report.watch.error or "")
+        assert len((await middle.ok(p.MemoryList(vault="notes"))).records) == 5
+        listed.write_text("")
+        clock.now += 60
+        again = await scan(middle)
+        assert again.results == [] and again.watch.error is None
+        assert len((await middle.ok(p.MemoryList(vault="notes"))).records) == 5
 
 
 async def test_folders_that_cannot_be_watched_are_refused(middle: Middle, tmp_path: Path) -> None:
