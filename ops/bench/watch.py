@@ -13,6 +13,8 @@ Run from the repository root::
 - ``filters``: in process (the index worker's pipeline), a vault of 10,000 chunks (copies of the sample corpus,
   random vectors); its queries in bm25, vector and hybrid, unfiltered and with a filter admitting about 50 %, 10 %
   and 1 % of the notes (a source glob, a tag, a date range, all three), median and p95 per search.
+
+The figures of the last run are in docs/search-quality.md ("Watched folders and search filters").
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import numpy as np
 
 from memories import worker_protocol as w
 from memories.limits import MAX_CHUNKS
-from memories.protocol import RagSearch, SearchReport
+from memories.protocol import RagSearch, SearchMode
 from memories.rag.pipeline import VaultCache
 from ops.bench.harness import BenchHome, percentiles
 from ops.bench.lexical import build_large_vault
@@ -66,8 +68,7 @@ def _folder(root: Path, notes: int) -> Path:
 
 
 def _found(home: BenchHome, word: str) -> bool:
-    report = home.client.request(RagSearch(vault="notes", query=word, mode="bm25", limit=1)).decode(SearchReport)
-    return bool(report.results)
+    return bool(home.client.request(RagSearch(vault="notes", query=word, mode="bm25", limit=1)).result.results)
 
 
 def measure_watch(notes: int, saves: int, idle_seconds: float, only: str | None) -> Iterator[Measurement]:
@@ -163,7 +164,8 @@ def measure_filters(chunks: int, rounds: int) -> Iterator[Measurement]:
         "date range (10 %)": w.SearchFilter(since=middle, until=middle + 365 * 86400),
         "all three (1 %)": w.SearchFilter(tags=["t3"], source="b/**", since=middle, until=middle + 365 * 86400),
     }
-    for mode in ("bm25", "vector", "hybrid"):
+    modes: tuple[SearchMode, ...] = ("bm25", "vector", "hybrid")
+    for mode in modes:
         for name, search in filters.items():
             samples = []
             for round_ in range(rounds):
@@ -173,7 +175,7 @@ def measure_filters(chunks: int, rounds: int) -> Iterator[Measurement]:
                     vault="bench",
                     epoch=1,
                     query=queries[round_ % len(queries)],
-                    mode=mode,  # type: ignore[arg-type]
+                    mode=mode,
                     match_mode="any",
                     limit=10,
                     cards_only=False,
