@@ -94,7 +94,7 @@ def query(request: w.IndexQuery, ctx: Context) -> w.IndexHits | w.IndexStale | w
     cache = _current(request.vault, request.epoch)
     if isinstance(cache, w.IndexStale):
         return cache
-    want = kept.wanted(cache, request.space.key) if request.space is not None else None
+    want = kept.wanted(cache.vectors, request.space.key) if request.space is not None else None
     return want or cache.query(request)
 
 
@@ -107,7 +107,7 @@ def missing(request: w.IndexMissing, ctx: Context) -> w.MissingInputs | w.IndexS
     cache = _current(request.vault, request.epoch)
     if isinstance(cache, w.IndexStale):
         return cache
-    return kept.wanted(cache, request.space.key) or cache.missing(request.space, request.limit)
+    return kept.wanted(cache.vectors, request.space.key) or cache.vectors.missing(request.space, request.limit)
 
 
 def store_vectors(request: w.IndexStoreVectors, ctx: Context) -> w.VectorsStored | w.IndexStale:
@@ -117,10 +117,10 @@ def store_vectors(request: w.IndexStoreVectors, ctx: Context) -> w.VectorsStored
     cache = _touch(request.vault, create=False)
     if cache is None:
         return w.IndexStale(have=None)
-    stored = cache.store_vectors(request)
-    space = cache.space(request.space_key)
+    stored = cache.vectors.store_vectors(request)
+    space = cache.vectors.space(request.space_key)
     touched = [*request.keys, *request.failed]
-    return w.VectorsStored(stored=stored, records=kept.records_using(cache, space, touched) if space else [])
+    return w.VectorsStored(stored=stored, records=kept.records_using(cache.vectors, space, touched) if space else [])
 
 
 def load_vectors(request: w.IndexLoadVectors, ctx: Context) -> w.VectorsLoaded | w.IndexStale:
@@ -128,7 +128,7 @@ def load_vectors(request: w.IndexLoadVectors, ctx: Context) -> w.VectorsLoaded |
     cache = _touch(request.vault, create=False)
     if cache is None:
         return w.IndexStale(have=None)
-    return w.VectorsLoaded(loaded=kept.load(cache, request))
+    return w.VectorsLoaded(loaded=kept.load(cache.vectors, request))
 
 
 def record_vectors(request: w.IndexRecordVectors, ctx: Context) -> w.RecordVectors | w.IndexStale | w.VectorsWanted:
@@ -136,7 +136,9 @@ def record_vectors(request: w.IndexRecordVectors, ctx: Context) -> w.RecordVecto
     cache = _touch(request.vault, create=False)
     if cache is None:
         return w.IndexStale(have=None)
-    return kept.wanted(cache, request.space.key) or kept.record_sets(cache, request.space, request.records)
+    return kept.wanted(cache.vectors, request.space.key) or kept.record_sets(
+        cache.vectors, request.space, request.records
+    )
 
 
 def at_epoch(request: w.IndexAtEpoch, ctx: Context) -> w.IndexSynced | w.IndexStale:
@@ -150,7 +152,7 @@ def status(request: w.IndexStatus, ctx: Context) -> w.IndexState:
         return w.IndexState(
             cached=False, records=0, chunks=0, text_bytes=0, last_build=None, embedded=0, missing=0, vector_bytes=0
         )
-    loaded = request.space is None or request.space.key in cache.loaded
+    loaded = request.space is None or request.space.key in cache.vectors.loaded
     return msgspec.structs.replace(cache.state(request.space), loaded=loaded)
 
 

@@ -3,17 +3,19 @@
 :meth:`memories.rag.pipeline.VaultCache.query` ranks once; every stage writes what it did to each chunk into a
 :class:`~memories.rag.fusion.Trace` (the arms their ranks and scores, :func:`~memories.rag.fusion.fuse` the
 coverage, the vote and its rules, :func:`~memories.rag.fusion.rerank` the boost and its parts). A search drops the
-traces; an explanation turns those of the shown chunks, and of one named chunk, into
+traces; an explanation turns those of the shown chunks, and of one named chunk (:func:`named_chunk`), into
 :class:`~memories.protocol.ExplainedChunk` here, adding the reasons a chunk is absent from an arm and the query's
 analysis. So what explain says is what ranked the results, never a second implementation of it.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 
 from memories import protocol as p
 from memories import worker_protocol as w
+from memories.errors import MemoriesError
 from memories.rag.analysis import AnalyzedQuery, analyze_query, text_language
 from memories.rag.fusion import Candidate, QueryFacts, Trace, comparable, coverage, held
 from memories.rag.vault_index import ChunkRow, VaultIndex
@@ -50,6 +52,58 @@ def explanation(
         chunk=None if named is None else explained(named),
         missing_vectors=missing,
     )
+
+
+def named_chunk(index: VaultIndex, chunk: str | None, shown: Sequence[int], traces: Mapping[int, Trace]) -> int | None:
+    """The row id of the chunk ``rag explain --chunk`` names: ``RECORD[:N]``, the N-th chunk (from 1) of the
+    record whose id, source path or title is ``RECORD`` (:meth:`VaultIndex.named`), or without ``:N`` its chunk
+    ranked best here (of ``shown``, the row ids shown in rank order, the first; else the one with the best rank of
+    either arm in ``traces``; else its first); or a chunk-hash prefix of at least 8 hex digits. ``None`` when none
+    is named.
+
+    Raises:
+        MemoriesError: ``record_not_found`` (it names no searchable record and is no hash prefix),
+            ``invalid_argument`` (no such chunk position; a name of several records; a hash prefix of no chunk
+            or several).
+    """
+    if chunk is None:
+        return None
+    name, colon, position = chunk.rpartition(":")
+    if not colon or not position.isdigit():
+        name, position = chunk, ""
+    [records] = index.named([name])
+    if len(records) > 1:
+        raise MemoriesError("invalid_argument", f"{name!r} names {len(records)} records; use a record id")
+    if records:
+        rows = index.record_rows(records[0])
+        if position:
+            if not 1 <= int(position) <= len(rows):
+                raise MemoriesError(
+                    "invalid_argument", f"record {records[0]} has {len(rows)} chunks; there is no chunk {position}"
+                )
+            return rows[int(position) - 1].rowid
+        ids = [row.rowid for row in rows]
+        if placed := [rowid for rowid in shown if rowid in ids]:
+            return placed[0]
+
+        def best(rowid: int) -> float:
+            trace = traces.get(rowid)
+            ranks = [] if trace is None else [r for r in (trace.lexical_rank, trace.vector_rank) if r is not None]
+            return min(ranks, default=math.inf)
+
+        return min(ids, key=best)
+    prefix = chunk.lower()
+    if len(prefix) < 8 or any(c not in "0123456789abcdef" for c in prefix):
+        raise MemoriesError(
+            "record_not_found",
+            f"no searchable record has the id, source or title {name!r}, and {chunk!r} is not a chunk-hash prefix "
+            "of at least 8 hex digits",
+        )
+    found = [row.rowid for row in index.rows() if row.chunk.chunk_hash.startswith(prefix)]
+    if len(found) != 1:
+        what = "no chunk" if not found else f"{len(found)} chunks"
+        raise MemoriesError("invalid_argument", f"{what} of the vault have a hash starting with {prefix}")
+    return found[0]
 
 
 def _query(index: VaultIndex, text: str, query: AnalyzedQuery, facts: QueryFacts) -> p.QueryExplanation:

@@ -26,24 +26,18 @@ chunks that are evidence come back (:func:`memories.rag.answers.is_evidence`); `
 
 from __future__ import annotations
 
-import json
-import math
-import posixpath
 import time
 
 import numpy as np
 
 from memories import worker_protocol as w
-from memories.errors import MemoriesError
-from memories.models.embedding import estimated_tokens
-from memories.protocol import EmbedFailure
 from memories.rag.analysis import AnalyzedQuery, analyze_query, highlight_spans, text_language, written_forms
 from memories.rag.answers import QuestionTerms, is_evidence
-from memories.rag.explain import explanation
+from memories.rag.chunk_vectors import ChunkVectors
+from memories.rag.explain import explanation, named_chunk
 from memories.rag.fusion import Candidate, QueryFacts, Trace, fuse, prefer_script, rerank
 from memories.rag.stopwords import content_terms
 from memories.rag.vault_index import ChunkRow, VaultIndex
-from memories.rag.vectors import VectorStore, input_hash
 
 CANDIDATES = 100
 """Depth of each ranking fed to fusion and the reranker (at least the requested limit)."""
@@ -55,16 +49,10 @@ class VaultCache:
     def __init__(self, vault_id: str) -> None:
         self.vault_id = vault_id
         self.index = VaultIndex(vault_id)
-        self.vectors = VectorStore()
+        self.vectors = ChunkVectors(self.index)
         self.epoch: int | None = None
         self.last_build: float | None = None
-        self._input_keys: dict[w.InputRecipe, dict[int, str]] = {}
         self._candidates: dict[int, Candidate[int]] = {}
-        self._spaces: dict[str, w.InputRecipe] = {}
-        self._failed: dict[str, dict[str, str]] = {}
-        """Per space key: input key → the service's reason for refusing it (not offered again)."""
-        self.loaded: set[str] = set()
-        """Space keys whose vectors kept in the home were given to this cache (:mod:`memories.rag.kept`)."""
 
     # -- updates -------------------------------------------------------------------------------------------
 
@@ -80,72 +68,17 @@ class VaultCache:
 
     def stamp(self, epoch: int) -> None:
         """Mark the cache as holding the vault at ``epoch`` and drop vectors (and refusals) that no chunk uses."""
-        live = {row.rowid for row in self.index.rows()}
-        for keys in self._input_keys.values():
-            for rowid in [rowid for rowid in keys if rowid not in live]:
-                del keys[rowid]
+        rows = list(self.index.rows())
+        live = {row.rowid for row in rows}
         self._candidates = {rowid: candidate for rowid, candidate in self._candidates.items() if rowid in live}
-        used = {space: {self._key(row, recipe) for row in self.index.rows()} for space, recipe in self._spaces.items()}
-        self.vectors.retain((space, key) for space, keys in used.items() for key in keys)
-        for space, failed in self._failed.items():
-            self._failed[space] = {key: reason for key, reason in failed.items() if key in used.get(space, ())}
+        self.vectors.retain(rows)
         self.epoch = epoch
-
-    def store_vectors(self, request: w.IndexStoreVectors) -> int:
-        """Store finished vectors (float32[n, dimension] bytes) and refused inputs; returns how many vectors were
-        new."""
-        matrix = np.frombuffer(request.vectors, dtype=np.float32).reshape(len(request.keys), request.dimension)
-        if request.failed:
-            self._failed.setdefault(request.space_key, {}).update(request.failed)
-        return self.vectors.add(request.space_key, request.keys, matrix)
-
-    def input_keys(self, space: w.VectorSpace) -> list[tuple[ChunkRow, str]]:
-        """Every chunk row with the key of its model input in ``space`` (the space is remembered: :meth:`stamp`
-        keeps its vectors)."""
-        self._spaces[space.key] = space.recipe
-        return [(row, self._key(row, space.recipe)) for row in self.index.rows()]
-
-    def space(self, space_key: str) -> w.VectorSpace | None:
-        """The space ``space_key`` with its input recipe, once a request named it (else ``None``)."""
-        recipe = self._spaces.get(space_key)
-        return None if recipe is None else w.VectorSpace(key=space_key, recipe=recipe)
-
-    def refused(self, space_key: str) -> dict[str, str]:
-        """Input key → the service's reason, for each input refused in ``space_key``."""
-        return self._failed.get(space_key, {})
-
-    # -- embedding plan ------------------------------------------------------------------------------------
-
-    def missing(self, space: w.VectorSpace, limit: int) -> w.MissingInputs:
-        """Up to ``limit`` model inputs without a vector (and not refused by the service), shortest first by
-        :func:`estimated_tokens` (the tokenizer lives in the embedding worker), so consecutive batches have similar
-        token lengths and little padding; plus how many are missing, embedded and refused in all."""
-        self._spaces[space.key] = space.recipe
-        wanted: dict[str, ChunkRow] = {}
-        for row in self.index.rows():
-            wanted.setdefault(self._key(row, space.recipe), row)
-        failed = self._failed.get(space.key, {})
-        missing = [key for key in self.vectors.missing(space.key, wanted) if key not in failed]
-        inputs = {key: model_input(wanted[key], space.recipe) for key in missing}
-        chosen = sorted(missing, key=lambda key: (estimated_tokens(inputs[key].text), wanted[key].rowid))[:limit]
-        failures = [
-            EmbedFailure(row.record_id, row.revision, row.chunk.chunk_hash, failed[key])
-            for key, row in wanted.items()
-            if key in failed
-        ]
-        return w.MissingInputs(
-            keys=chosen,
-            inputs=[inputs[key] for key in chosen],
-            total_missing=len(missing),
-            embedded=len(wanted) - len(missing) - len(failures),
-            failures=failures,
-        )
 
     def state(self, space: w.VectorSpace | None) -> w.IndexState:
         stats = self.index.stats()
         embedded = failed = 0
         if space is not None:
-            plan = self.missing(space, 0)
+            plan = self.vectors.missing(space, 0)
             embedded, missing, failed = plan.embedded, plan.total_missing, len(plan.failures)
         else:
             missing = len({row.chunk.chunk_hash for row in self.index.rows()})
@@ -157,7 +90,7 @@ class VaultCache:
             last_build=self.last_build,
             embedded=embedded,
             missing=missing,
-            vector_bytes=self.vectors.nbytes,
+            vector_bytes=self.vectors.store.nbytes,
             failed=failed,
         )
 
@@ -179,7 +112,7 @@ class VaultCache:
 
         Raises:
             MemoriesError: ``query_too_long``, ``too_many_terms``, ``invalid_vector``; for an explained ``chunk``,
-                ``record_not_found`` or ``invalid_argument`` (see :meth:`_named`).
+                ``record_not_found`` or ``invalid_argument`` (see :func:`memories.rag.explain.named_chunk`).
         """
         query = analyze_query(request.query)
         if request.evidence is not None:  # rag ask
@@ -206,14 +139,14 @@ class VaultCache:
         hits = [_hit(self.index.row(rowid), score, query if request.highlight else None) for rowid, score in shown]
         if request.explain is None:
             return w.IndexHits(hits=hits)
-        named = self._named(request.explain.chunk, [rowid for rowid, _ in shown], traces)
+        named = named_chunk(self.index, request.explain.chunk, [rowid for rowid, _ in shown], traces)
         if named is not None and query.terms:
             self._trace_beyond(query, facts, request, named, traces, admitted)
         space = request.space
-        missing = self.missing(space, 0).total_missing if space is not None else 0
+        missing = self.vectors.missing(space, 0).total_missing if space is not None else 0
 
         def has_vector(rowid: int) -> bool:
-            return space is not None and (space.key, self._key(self.index.row(rowid), space.recipe)) in self.vectors
+            return space is not None and self.vectors.has_vector(self.index.row(rowid), space)
 
         found = explanation(
             self.index,
@@ -306,11 +239,11 @@ class VaultCache:
             rows = [row for row in rows if row.rowid in allowed]
         by_key: dict[str, list[ChunkRow]] = {}
         for row in rows:
-            by_key.setdefault(self._key(row, space.recipe), []).append(row)
+            by_key.setdefault(self.vectors.key(row, space.recipe), []).append(row)
         vector = np.frombuffer(request.query_vector, dtype=np.float32)
         ranked = [
             (row.rowid, score)
-            for key, score in self.vectors.search(space.key, vector, by_key, limit=limit)
+            for key, score in self.vectors.store.search(space.key, vector, by_key, limit=limit)
             for row in by_key[key]
         ]
         if traces is not None:
@@ -318,56 +251,6 @@ class VaultCache:
                 trace = traces.setdefault(rowid, Trace())
                 trace.vector_rank, trace.cosine = rank, score
         return ranked
-
-    def _named(self, chunk: str | None, shown: list[int], traces: dict[int, Trace]) -> int | None:
-        """The row id of the chunk ``rag explain --chunk`` names: ``RECORD[:N]``, the N-th chunk (from 1) of the
-        record whose id, source path or title is ``RECORD`` (:meth:`VaultIndex.named`), or without ``:N`` its chunk
-        ranked best here (shown first, else with the best rank of either arm, else its first); or a chunk-hash
-        prefix of at least 8 hex digits. ``None`` when none is named.
-
-        Raises:
-            MemoriesError: ``record_not_found`` (it names no searchable record and is no hash prefix),
-                ``invalid_argument`` (no such chunk position; a name of several records; a hash prefix of no chunk
-                or several).
-        """
-        if chunk is None:
-            return None
-        name, colon, position = chunk.rpartition(":")
-        if not colon or not position.isdigit():
-            name, position = chunk, ""
-        [records] = self.index.named([name])
-        if len(records) > 1:
-            raise MemoriesError("invalid_argument", f"{name!r} names {len(records)} records; use a record id")
-        if records:
-            rows = self.index.record_rows(records[0])
-            if position:
-                if not 1 <= int(position) <= len(rows):
-                    raise MemoriesError(
-                        "invalid_argument", f"record {records[0]} has {len(rows)} chunks; there is no chunk {position}"
-                    )
-                return rows[int(position) - 1].rowid
-            ids = [row.rowid for row in rows]
-            if placed := [rowid for rowid in shown if rowid in ids]:
-                return placed[0]
-
-            def best(rowid: int) -> float:
-                trace = traces.get(rowid)
-                ranks = [] if trace is None else [r for r in (trace.lexical_rank, trace.vector_rank) if r is not None]
-                return min(ranks, default=math.inf)
-
-            return min(ids, key=best)
-        prefix = chunk.lower()
-        if len(prefix) < 8 or any(c not in "0123456789abcdef" for c in prefix):
-            raise MemoriesError(
-                "record_not_found",
-                f"no searchable record has the id, source or title {name!r}, and {chunk!r} is not a chunk-hash prefix "
-                "of at least 8 hex digits",
-            )
-        found = [row.rowid for row in self.index.rows() if row.chunk.chunk_hash.startswith(prefix)]
-        if len(found) != 1:
-            what = "no chunk" if not found else f"{len(found)} chunks"
-            raise MemoriesError("invalid_argument", f"{what} of the vault have a hash starting with {prefix}")
-        return found[0]
 
     def _trace_beyond(
         self,
@@ -403,13 +286,6 @@ class VaultCache:
             )
         return candidate
 
-    def _key(self, row: ChunkRow, recipe: w.InputRecipe) -> str:
-        keys = self._input_keys.setdefault(recipe, {})
-        key = keys.get(row.rowid)
-        if key is None:
-            key = keys[row.rowid] = input_key(model_input(row, recipe))
-        return key
-
 
 def _asked(index: VaultIndex, query: AnalyzedQuery) -> tuple[QuestionTerms, AnalyzedQuery]:
     """``rag ask``'s question terms over the vault (the evidence rule), and its BM25 query: the question's content
@@ -417,31 +293,6 @@ def _asked(index: VaultIndex, query: AnalyzedQuery) -> tuple[QuestionTerms, Anal
     content = content_terms(query.terms)
     asked = QuestionTerms.of(query.terms, index.stats().chunks, index.term_chunks(query))
     return asked, AnalyzedQuery(terms=content, phrase=query.phrase) if content else query
-
-
-def model_input(row: ChunkRow, recipe: w.InputRecipe) -> w.ModelInput:
-    """The exact model input of a chunk under ``recipe`` (:class:`~memories.worker_protocol.InputRecipe`): the
-    recipe's prefix with ``{title}`` filled in, then the chunk's text; or the text with the title beside it.
-
-    A title that is only the file name (a note without a heading: ``rag ingest`` then titles it by its file
-    name) is no title for the model, which gets ``none`` as the model card says for untitled documents: a name
-    such as ``2024-05-01.md`` or ``zh-118.md`` would otherwise weigh on every vector of the note, most of all on
-    short ones. BM25 still matches the file name (title and metadata columns).
-    """
-    title: str | None = row.title or None
-    if row.source is not None and title == posixpath.basename(row.source):
-        title = None
-    if recipe.title_field:
-        return w.ModelInput(recipe.prefix + row.chunk.text, title)
-    return w.ModelInput(recipe.prefix.replace("{title}", title or "none") + row.chunk.text)
-
-
-def input_key(item: w.ModelInput) -> str:
-    """The vector key of a model input: :func:`memories.rag.vectors.input_hash` of the text, or of the JSON pair
-    ``[title, text]`` when the title travels beside it (so the two can never be confused)."""
-    if item.title is None:
-        return input_hash(item.text)
-    return input_hash(json.dumps([item.title, item.text], ensure_ascii=False))
 
 
 def _hit(row: ChunkRow, score: float, highlight: AnalyzedQuery | None) -> w.WorkerHit:

@@ -108,14 +108,14 @@ class Vectors:
 
     def fill(self, cache: VaultCache) -> None:
         """Store a vector for every chunk of ``cache``, embedding only inputs never seen."""
-        plan = cache.missing(SPACE, 10**9)
+        plan = cache.vectors.missing(SPACE, 10**9)
         self.texts([item.text for item in plan.inputs])
         if plan.keys:
             matrix = np.stack([self.by_key[key] for key in plan.keys]).astype(np.float32)
             request = w.IndexStoreVectors(
                 vault=cache.vault_id, space_key=SPACE.key, keys=plan.keys, vectors=matrix.tobytes(), dimension=768
             )
-            cache.store_vectors(request)
+            cache.vectors.store_vectors(request)
 
     def queries(self, texts: Sequence[str]) -> np.ndarray:
         """float32[len(texts), 768] query vectors (the model card's query prompt)."""

@@ -139,11 +139,11 @@ def _cache(chunks: int) -> VaultCache:
     cache = VaultCache("bench")
     cache.apply(records, [])
     cache.stamp(1)
-    plan = cache.missing(SPACE, 10 * chunks)
+    plan = cache.vectors.missing(SPACE, 10 * chunks)
     rng = np.random.default_rng(7)
     vectors = rng.normal(size=(len(plan.keys), 64)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    cache.store_vectors(
+    cache.vectors.store_vectors(
         w.IndexStoreVectors(vault="bench", space_key=SPACE.key, keys=plan.keys, vectors=vectors.tobytes(), dimension=64)
     )
     return cache

@@ -57,10 +57,10 @@ def test_the_explained_order_is_the_searched_order(
     ]
     cache.apply(records, [])
     cache.stamp(1)
-    plan = cache.missing(SPACE, 1000)
+    plan = cache.vectors.missing(SPACE, 1000)
     kept = plan.keys[: round(embedded * len(plan.keys))]  # some chunks may have no vector yet
     if kept:
-        cache.store_vectors(
+        cache.vectors.store_vectors(
             w.IndexStoreVectors(
                 vault="v", space_key=SPACE.key, keys=kept, vectors=_unit(rng, len(kept)).tobytes(), dimension=WIDTH
             )

@@ -58,14 +58,14 @@ def _cache() -> VaultCache:
     cache = VaultCache("v")
     cache.apply(records, [])
     cache.stamp(1)
-    plan = cache.missing(SPACE, 1000)
+    plan = cache.vectors.missing(SPACE, 1000)
     near = np.zeros((1, WIDTH), dtype=np.float32)
     near[0, 0] = 1.0
     far = np.zeros((1, WIDTH), dtype=np.float32)
     far[0, 0], far[0, 1] = 0.2, 0.98
-    by_key = {key: row for row, key in cache.input_keys(SPACE)}
+    by_key = {key: row for row, key in cache.vectors.input_keys(SPACE)}
     vectors = np.concatenate([near if by_key[key].record_id.startswith("d") else far for key in plan.keys])
-    cache.store_vectors(
+    cache.vectors.store_vectors(
         w.IndexStoreVectors(vault="v", space_key=SPACE.key, keys=plan.keys, vectors=vectors.tobytes(), dimension=WIDTH)
     )
     return cache
