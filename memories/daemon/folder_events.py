@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import stat
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -166,17 +167,23 @@ def within(folder: str, parent: str) -> bool:
 
 def _about_notes(folder: str, path: str) -> bool:
     """An event's path that can change what the folder's notes are: the folder itself (renamed away or deleted: the
-    scan pauses the watch at once), a note (a ``.md``, ``.markdown`` or ``.txt`` file) or what may be a folder (a
-    name without a suffix), outside dot folders (``.git``, ``.obsidian``) and not a temporary file. A database, a
-    log or a sync payload is none: the Memories home inside a watched folder (``~`` watched, the home in it) must
-    not wake a scan with every write of the scan's own state."""
+    scan pauses the watch at once), a note (a ``.md``, ``.markdown`` or ``.txt`` file), or what may be a folder (a
+    name without a suffix, a folder, a path gone: a folder named ``2025.03`` moved in or out sends one event, for
+    itself), outside dot folders (``.git``, ``.obsidian``) and not a temporary file. A database, a log or a sync
+    payload written is none: the Memories home inside a watched folder (``~`` watched, the home in it) must not wake
+    a scan with every write of the scan's own state."""
     if path == folder:
         return True
     parts = os.path.relpath(path, folder).split(os.sep)
     if any(part.startswith(".") for part in parts) or is_temporary(parts[-1]):
         return False
     suffix = os.path.splitext(parts[-1])[1].lower()
-    return suffix in TEXT_SUFFIXES or not suffix
+    if suffix in TEXT_SUFFIXES or not suffix:
+        return True
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:  # gone (or unreachable): it may have been a folder of notes
+        return True
 
 
 async def _stop_on_cancel(stop: threading.Event) -> None:
