@@ -146,9 +146,11 @@ def plan(watch: Watch, listing: Listing, now: float, *, accept_deletions: bool =
     result = Plan()
     unseen = {source: entry for source, entry in watch.files.items() if listing.hides(source)}
     result.files.update(unseen)
-    # A file renamed or moved within the folder keeps its inode: it keeps its card, edited or not.
+    # A file renamed or moved within the folder keeps its inode, size and modification time: it keeps its card. The
+    # inode alone is no proof: a file system gives a deleted file's inode to the next file made (ext4 at once), so a
+    # note deleted and another made in one burst (a git pull, a sync tool, while locked) would become that card.
     gone = {
-        entry.inode: entry.card
+        (entry.inode, entry.size, entry.mtime_ns): entry.card
         for source, entry in watch.files.items()
         if source not in listing.files and source not in unseen
     }
@@ -165,7 +167,7 @@ def plan(watch: Watch, listing: Listing, now: float, *, accept_deletions: bool =
         result.imports.append(seen.candidate)
         if entry is not None and entry.card is not None:
             result.known[source] = entry.card
-        elif entry is None and (card := gone.get(seen.inode)) is not None:
+        elif entry is None and (card := gone.get((seen.inode, seen.size, seen.mtime_ns))) is not None:
             result.known[source] = card
         if entry is not None:  # kept until the import says what became of it
             result.files[source] = WatchedFile(entry.card, entry.size, entry.mtime_ns, entry.inode, None, entry.refused)

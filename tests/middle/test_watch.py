@@ -94,8 +94,7 @@ async def test_edits_additions_renames_and_moves_keep_their_cards(middle: Middle
     first = {r.source: r.id for r in (await register(middle, folder, recursive=True)).results}
     (folder / "n000.md").write_text("# Note 0\n\nabout lanterns, edited\n")
     (folder / "new.md").write_text("# New\n\nfresh\n")
-    os.rename(folder / "n001.md", folder / "sub" / "moved.md")  # the inode moves: the card follows, edited or not
-    (folder / "sub" / "moved.md").write_text("# Note 1\n\nabout lanterns 1, and edited in its new place\n")
+    os.rename(folder / "n001.md", folder / "sub" / "moved.md")  # its inode, size and time move: the card follows
     os.rename(folder / "n002.md", folder / "renamed.md")
     clock.now += 1
     report = await scan(middle)
@@ -104,13 +103,42 @@ async def test_edits_additions_renames_and_moves_keep_their_cards(middle: Middle
         "n000.md": ("updated", first["n000.md"]),
         "new.md": ("added", found["new.md"][1]),
         "renamed.md": ("moved", first["n002.md"]),
-        "sub/moved.md": ("updated", first["n001.md"]),
+        "sub/moved.md": ("moved", first["n001.md"]),
     }
+    (folder / "sub" / "moved.md").write_text("# Note 1\n\nabout lanterns 1, and edited in its new place\n")
+    clock.now += 1
+    assert [(r.source, r.status, r.id) for r in (await scan(middle)).results] == [
+        ("sub/moved.md", "updated", first["n001.md"])
+    ]
     clock.now += 60  # long after the 10 s rule: the old names are no deletion of the cards that moved
     assert [r.status for r in (await scan(middle)).results] == []
-    assert await titles(middle) == {"Note 0": 2, "Note 1": 2, "Note 2": 2, "New": 1}
+    assert await titles(middle) == {"Note 0": 2, "Note 1": 3, "Note 2": 2, "New": 1}
     listed = await middle.ok(p.MemoryRead(vault="notes", id=first["n002.md"]))
     assert listed.meta["source"] == "renamed.md"
+
+
+async def test_a_note_deleted_and_another_made_with_its_inode_is_no_rename(
+    middle: Middle, tmp_path: Path, clock: Clock
+) -> None:
+    """ext4 gives a deleted file's inode to the next file made: a git pull or a sync tool that deletes one note and
+    adds another in one burst must not turn the old note's card into the new one (on another device, watching the
+    same synced folder, the same change would be a deletion and a new card: a conflict)."""
+    folder = notes(tmp_path / "notes", 8)
+    first = {r.source: r.id for r in (await register(middle, folder)).results}
+    inode = (folder / "n000.md").stat().st_ino
+    (folder / "n000.md").unlink()
+    (folder / "other.md").write_text("# Other\n\na different note\n")
+    if (folder / "other.md").stat().st_ino != inode:  # another file system: make the reuse happen
+        os.rename(folder / "n007.md", folder / "n007.bak")
+        os.rename(folder / "other.md", folder / "n007.md")
+        os.rename(folder / "n007.bak", folder / "other.md")
+    clock.now += 1
+    found = {r.source: (r.status, r.id) for r in (await scan(middle)).results}
+    assert found["other.md"][0] == "added" and found["other.md"][1] not in first.values()
+    clock.now += 11
+    assert [(r.source, r.status, r.id) for r in (await scan(middle)).results] == [
+        ("n000.md", "deleted", first["n000.md"])
+    ]
 
 
 async def test_a_file_is_deleted_only_when_two_scans_10_s_apart_miss_it(
