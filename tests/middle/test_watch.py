@@ -141,6 +141,35 @@ async def test_a_note_deleted_and_another_made_with_its_inode_is_no_rename(
     ]
 
 
+async def test_an_obsidian_vaults_own_files_are_not_notes_and_its_trash_is_a_deletion(
+    middle: Middle, tmp_path: Path, clock: Clock
+) -> None:
+    """Obsidian keeps its settings and plugins (with their README.md) in .obsidian/, attachments and canvases
+    beside the notes, and moves a deleted note to .trash/: only the notes are cards, a note moved to the trash is
+    deleted by the rules, and one restored from it comes back, searchable, without a conflict."""
+    folder = notes(tmp_path / "Obsidian", 8)
+    (folder / ".obsidian" / "plugins" / "calendar").mkdir(parents=True)
+    (folder / ".obsidian" / "plugins" / "calendar" / "README.md").write_text("# Calendar\n\na plugin's readme\n")
+    (folder / ".obsidian" / "workspace.json").write_text("{}")
+    (folder / ".trash").mkdir()
+    (folder / "attachments").mkdir()
+    (folder / "attachments" / "heron.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    (folder / "board.canvas").write_text('{"nodes": []}')
+    registered = await register(middle, folder, recursive=True)
+    assert sorted(r.source or "" for r in registered.results) == [f"n{n:03}.md" for n in range(8)]
+    assert registered.watch.error is None
+    os.rename(folder / "n000.md", folder / ".trash" / "n000.md")
+    clock.now += 1
+    assert (await scan(middle)).results == []
+    clock.now += 11
+    assert [(r.source, r.status) for r in (await scan(middle)).results] == [("n000.md", "deleted")]
+    os.rename(folder / ".trash" / "n000.md", folder / "n000.md")
+    clock.now += 1
+    assert [(r.source, r.status) for r in (await scan(middle)).results] == [("n000.md", "added")]
+    listed = (await middle.ok(p.MemoryList(vault="notes"))).records
+    assert len(listed) == 8 and not any(r.conflict or r.missing for r in listed)
+
+
 async def test_a_file_is_deleted_only_when_two_scans_10_s_apart_miss_it(
     middle: Middle, tmp_path: Path, clock: Clock
 ) -> None:
