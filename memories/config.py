@@ -44,6 +44,7 @@ import msgspec
 from memories.errors import MemoriesError
 from memories.files import read_regular_file
 from memories.http.urls import endpoint_problem, is_loopback_host, proxy_problem
+from memories.providers.operations import operation_problem
 
 SECRET_KEY_NAMES = frozenset({"api_key", "key", "password", "secret", "token"})
 
@@ -198,9 +199,6 @@ KEY_PREFIXES = ("sk-", "sk_", "AIza", "hf_", "ghp_", "gho_", "github_pat_", "xox
 """How common API keys start (OpenAI, Google, Hugging Face, GitHub, Slack, GitLab, Stripe): an ``api_key_env``
 that starts so is a pasted key, not a variable name."""
 
-GEMINI_OPERATIONS = {"embedding": (":embedContent", ":batchEmbedContents"), "generation": (":generateContent",)}
-"""The operations a Gemini URL may name, per table (Gemini API reference, ``models.embedContent`` etc.)."""
-
 
 class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """The whole file. ``path`` and ``digest`` are filled by :func:`load_config`, not read from TOML."""
@@ -311,20 +309,13 @@ def _check_endpoints(rag: RagConfig, path: Path, environ: Mapping[str, str]) -> 
     for table, endpoint in (("embedding", rag.embedding), ("generation", rag.generation), ("rerank", rag.rerank)):
         if endpoint is None:
             continue
-        problem = endpoint_problem(endpoint.url)
+        problem = endpoint_problem(endpoint.url) or operation_problem(
+            endpoint.protocol, table, urllib.parse.urlsplit(endpoint.url).path
+        )
         if problem:
             raise MemoriesError(
                 "invalid_config", f"{path}: `rag.{table}.url` refused: {problem}", {"key": f"rag.{table}.url"}
             )
-        if endpoint.protocol == "gemini":
-            operations = GEMINI_OPERATIONS[table]
-            if not urllib.parse.urlsplit(endpoint.url).path.endswith(operations):
-                raise MemoriesError(
-                    "invalid_config",
-                    f"{path}: `rag.{table}.url` refused: a Gemini URL names its operation "
-                    f"(ends with {' or '.join(operations)})",
-                    {"key": f"rag.{table}.url"},
-                )
         _check_key_env(endpoint, f"rag.{table}", path, environ)
 
 

@@ -319,7 +319,8 @@ class RemoteVectors(_Message):
 
 StructuredOutput = Literal["json_schema", "json_object", "none"]
 """How much a generation request asks the server to constrain its reply: the answer schema, any JSON object, or
-nothing (the system prompt alone asks for the object); :mod:`memories.models.generation` says what each sends."""
+nothing (the system prompt alone asks for the object); :mod:`memories.providers.gemini` and
+:mod:`memories.providers.compatible` say what each sends."""
 
 
 class GeneratedText(_Message):
@@ -589,7 +590,7 @@ class RemoteEmbed(WorkerRequest[RemoteVectors]):
 class Generate(WorkerRequest[GeneratedText]):
     """One ``rag ask`` call of the ``[rag.generation]`` service with the prepared user message and the labels of
     its sources, asking first for ``structured_output``; ``probing``: the service has not answered this daemon yet
-    (:class:`memories.models.generation.StructuredOutputLadder`).
+    (:class:`memories.providers.generation.StructuredOutputLadder`).
 
     A failure after a step down carries the level reached in ``details["structured_output"]``."""
 

@@ -22,13 +22,15 @@ import numpy as np
 from memories import worker_protocol as w
 from memories.config import HttpConfig
 from memories.errors import MemoriesError
-from memories.http.api import Endpoint, post_json
+from memories.http.api import post_json
 from memories.http.client import build_client
 from memories.http.retry import Deadline, RetryPolicy
-from memories.models import generation, rerank
 from memories.models.install import InstallProgress, install_model
-from memories.models.remote_embedding import BatchLimit, EmbeddingService, EmbedText, embed_remote
 from memories.paths import storage_error
+from memories.providers import choice
+from memories.providers.capabilities import EmbedText
+from memories.providers.embedding import BatchLimit, embed_remote
+from memories.providers.generation import StructuredOutputLadder
 from workers.loop import Context, run_worker
 
 THREADS = 20
@@ -82,14 +84,10 @@ def download_model(request: w.DownloadModel, ctx: Context) -> w.ModelInstalled:
 
 def embed(request: w.RemoteEmbed, ctx: Context) -> w.RemoteVectors:
     """float32[len(ok), dimension] for the inputs the service embedded; refused inputs in ``failed``."""
-    config = request.service
-    service = EmbeddingService(
-        config.protocol, config.url, config.model, config.dimensions, config.api_key_env, config.batch_size
-    )
     client, policy = _client(request.http)
     outcome = embed_remote(
         client,
-        service,
+        choice.embedding(request.service),
         [EmbedText(item.text, item.title) for item in request.inputs],
         task=request.task,
         dimension=request.dimension,
@@ -107,15 +105,14 @@ def generate(request: w.Generate, ctx: Context) -> w.GeneratedText:
     """One generation call; the reply text of a complete answer (``invalid_model_output`` otherwise).
 
     A refusal of the structured output asked for steps down a level and asks again, as a retry
-    (:class:`~memories.models.generation.StructuredOutputLadder`); each retry is a progress note.
+    (:class:`~memories.providers.generation.StructuredOutputLadder`); each retry is a progress note.
     """
-    config = request.service
     client, policy = _client(request.http)
-    wire = generation.wire_format(config.protocol)
-    ladder = generation.StructuredOutputLadder(wire, request.structured_output, probing=request.probing)
+    wire = choice.generation(request.service)
+    ladder = StructuredOutputLadder(wire, request.structured_output, probing=request.probing)
 
     def body() -> dict[str, Any]:
-        return wire.request(config, request.user, request.labels, ladder.level)
+        return wire.request(request.user, request.labels, ladder.level)
 
     def fallback(status: int, message: str, error: Any) -> dict[str, Any] | None:
         return body() if ladder.refused(status, message, error) else None
@@ -123,7 +120,7 @@ def generate(request: w.Generate, ctx: Context) -> w.GeneratedText:
     try:
         reply = post_json(
             client,
-            wire.endpoint(config),
+            wire.endpoint(),
             body(),
             policy=policy,
             deadline=_deadline(request.budget_seconds),
@@ -131,7 +128,7 @@ def generate(request: w.Generate, ctx: Context) -> w.GeneratedText:
             on_retry=lambda note: ctx.progress(0, None, "seconds", note=note),
             fallback=fallback,
         )
-        text = wire.text(reply, config.max_output_tokens)
+        text = wire.text(reply)
     except MemoriesError as exc:
         if ladder.level != request.structured_output:
             exc.details["structured_output"] = ladder.level
@@ -141,14 +138,18 @@ def generate(request: w.Generate, ctx: Context) -> w.GeneratedText:
 
 def rerank_documents(request: w.Rerank, ctx: Context) -> w.RerankOrder:
     """The learned reranker's checked order of the candidates."""
-    config = request.service
     client, policy = _client(request.http)
-    endpoint = Endpoint("rag.rerank", config.url, "bearer", config.api_key_env)
-    body = rerank.rerank_request(config.model, request.query, request.documents, request.top_n)
+    reranker = choice.rerank(request.service)
+    body = reranker.request(request.query, request.documents, request.top_n)
     reply = post_json(
-        client, endpoint, body, policy=policy, deadline=_deadline(request.budget_seconds), cancelled=ctx.cancelled
+        client,
+        reranker.endpoint(),
+        body,
+        policy=policy,
+        deadline=_deadline(request.budget_seconds),
+        cancelled=ctx.cancelled,
     )
-    return w.RerankOrder(order=rerank.reranked_order(reply, len(request.documents), request.top_n))
+    return w.RerankOrder(order=reranker.order(reply, len(request.documents), request.top_n))
 
 
 if __name__ == "__main__":

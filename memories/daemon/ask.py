@@ -16,7 +16,7 @@ check, :mod:`memories.daemon.jobs`). Retrying generation may add provider cost; 
 
 **Structured output** is asked for as the server took it before in this daemon's run, per ``(url, model)``
 (:attr:`Asking.structured_output`): ``json_schema`` first, one level less after each refusal
-(:class:`memories.models.generation.StructuredOutputLadder`), remembered once the server answers or refuses.
+(:class:`memories.providers.generation.StructuredOutputLadder`), remembered once the server answers or refuses.
 
 **Signs of life.** While the generation service works, the job reports progress once a second in ``seconds``
 waited, noted ``waiting for the generation service``, and each retry as its own note (``retrying 2/3 after 429,

@@ -31,6 +31,7 @@ from memories.daemon.models import Models
 from memories.daemon.workers import WorkerHandle
 from memories.errors import MemoriesError
 from memories.models.embedding import DOCUMENT_PREFIX, vector_space_key
+from memories.providers import choice as providers
 from memories.rag.answers import MIN_SIMILARITY
 
 PLAN_BATCHES = 32
@@ -127,20 +128,15 @@ class RemoteBackend:
             config.min_similarity if config.min_similarity is not None else MIN_SIMILARITY[config.protocol]
         )
         self.dimension = config.dimensions
-        if config.protocol == "gemini":
-            recipe = w.InputRecipe(title_field=True)
-        else:
-            recipe = w.InputRecipe(prefix=config.document_prefix)
+        self._provider = providers.embedding(config)
         description = {
             "backend": config.protocol,
             "url": config.url,
             "model": config.model,
             "dimensions": config.dimensions if config.dimensions is not None else "fixed by the first reply",
-            "query_prefix": config.query_prefix if config.protocol == "compatible" else "",
-            "document_prefix": config.document_prefix if config.protocol == "compatible" else "",
-            "task_types": config.protocol == "gemini",
+            **self._provider.space_parts(),
         }
-        self._space = w.VectorSpace(key=vector_space_key(description), recipe=recipe)
+        self._space = w.VectorSpace(key=vector_space_key(description), recipe=self._provider.recipe())
         self._limiter = trio.CapacityLimiter(config.concurrency)
 
     async def available(self) -> bool:
@@ -171,8 +167,7 @@ class RemoteBackend:
         return Embedded(reply.vectors, reply.dimension, reply.ok, dict(reply.failed))
 
     async def embed_query(self, job: Job, query: str) -> bytes:
-        text = (self.config.query_prefix if self.config.protocol == "compatible" else "") + query
-        reply = await self._call(job, [w.ModelInput(text)], "query")
+        reply = await self._call(job, [w.ModelInput(self._provider.query_text(query))], "query")
         if not reply.ok:
             reason = next(iter(reply.failed.values()), "refused")
             raise MemoriesError("upstream_error", f"rag.embedding refused the query: {reason}")

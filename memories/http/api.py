@@ -11,7 +11,7 @@
         a refusal the caller's fallback answers with another body -> that body at once, as a retry
 
 The server's message is quoted because it is how a service states its limits ("batch size 60 > maximum allowed
-batch size 32", "input is too long"); callers such as :mod:`memories.models.remote_embedding` read it to
+batch size 32", "input is too long"); callers such as :mod:`memories.providers.embedding` read it to
 re-batch or to record an input as failed. It is cut to :data:`MAX_SERVER_MESSAGE` code points.
 """
 

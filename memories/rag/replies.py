@@ -35,7 +35,7 @@ an empty ``<think>\\n\\n</think>`` first             Qwen3 with thinking off (``
 the ``final`` channel                               parse it into a reasoning field
 reasoning in ``reasoning_content``, ``reasoning``   DeepSeek's API, vLLM and llama.cpp reasoning parsers,
 or ``thinking``; Gemini's ``"thought": true``       LM Studio, Ollama's ``/v1``, OpenRouter; Gemini 2.5
-parts                                               (never read: :mod:`memories.models.generation`)
+parts                                               (never read: :mod:`memories.providers`)
 ==================================================  ========================================================
 
 An opening tag that is never closed makes the rest of the reply reasoning (a reply cut inside its thinking has no

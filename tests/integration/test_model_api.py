@@ -7,17 +7,22 @@ from __future__ import annotations
 
 import pytest
 
-from memories.config import HttpConfig
+from memories.config import EmbeddingConfig, HttpConfig
 from memories.errors import MemoriesError
 from memories.http.api import Endpoint, post_json
 from memories.http.client import build_client
 from memories.http.retry import RetryPolicy
-from memories.models.remote_embedding import BatchLimit, EmbeddingService, EmbedText, embed_remote
+from memories.providers.capabilities import EmbedText
+from memories.providers.compatible import CompatibleEmbedding
+from memories.providers.embedding import BatchLimit, embed_remote
 from tests.fixtures.model_servers import ModelServer, Reply
 
 
-def _service(server: ModelServer, batch_size: int = 32, dimensions: int | None = None) -> EmbeddingService:
-    return EmbeddingService("compatible", server.url("embeddings"), "fake", dimensions, None, batch_size)
+def _service(server: ModelServer, batch_size: int = 32, dimensions: int | None = None) -> CompatibleEmbedding:
+    config = EmbeddingConfig(
+        protocol="compatible", url=server.url("embeddings"), model="fake", dimensions=dimensions, batch_size=batch_size
+    )
+    return CompatibleEmbedding(config)
 
 
 def _embed(server: ModelServer, texts: list[str], **kwargs: object):  # type: ignore[no-untyped-def]

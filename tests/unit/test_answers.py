@@ -10,18 +10,28 @@ import json
 import pytest
 
 from memories import worker_protocol as w
+from memories.config import GenerationConfig
 from memories.errors import MemoriesError
-from memories.models import generation, rerank
-from memories.models.generation import COMPATIBLE, GEMINI
-from memories.models.rerank import reranked_order
+from memories.providers import compatible, gemini, generation
+from memories.providers.compatible import CompatibleGeneration, reranked_order
+from memories.providers.gemini import GeminiGeneration
 from memories.rag import answers, replies, stopwords
 from memories.rag.analysis import analyze_query
 from memories.rag.answers import QuestionTerms, is_evidence, parse_answer, select_sources
 from memories.rag.fusion import Candidate
 from memories.rag.pipeline import VaultCache
 
+COMPATIBLE = CompatibleGeneration(
+    GenerationConfig(protocol="compatible", url="http://127.0.0.1/v1/chat/completions", model="m", max_output_tokens=64)
+)
+GEMINI = GeminiGeneration(
+    GenerationConfig(
+        protocol="gemini", url="http://127.0.0.1/v1beta/models/m:generateContent", model="m", max_output_tokens=64
+    )
+)
 
-@pytest.mark.parametrize("module", [answers, replies, stopwords, generation, rerank])
+
+@pytest.mark.parametrize("module", [answers, replies, stopwords, generation, gemini, compatible])
 def test_doctests(module: object) -> None:
     assert doctest.testmod(module).failed == 0  # type: ignore[arg-type]
 
@@ -150,7 +160,7 @@ def test_a_truncated_chat_completion_names_the_tokens() -> None:
     }
 
     with pytest.raises(MemoriesError) as caught:
-        COMPATIBLE.text(reply, 64)
+        COMPATIBLE.text(reply)
 
     assert "finish_reason: length" in caught.value.message and "64 tokens used" in caught.value.message
 
@@ -160,7 +170,7 @@ def test_reasoning_fields_are_never_read(field: str) -> None:
     reply = {"choices": [{"finish_reason": "stop", "message": {"content": None, field: "{}"}}]}
 
     with pytest.raises(MemoriesError, match=f"no answer outside its reasoning \\({field}\\)"):
-        COMPATIBLE.text(reply, 64)
+        COMPATIBLE.text(reply)
 
 
 def test_reasoning_blocks_anywhere_are_removed_and_never_read() -> None:
@@ -183,7 +193,7 @@ def test_reasoning_blocks_anywhere_are_removed_and_never_read() -> None:
 )
 def test_bad_gemini_replies(reply: object, phrase: str) -> None:
     with pytest.raises(MemoriesError) as caught:
-        GEMINI.text(reply, 64)
+        GEMINI.text(reply)
 
     assert caught.value.code == "invalid_model_output" and phrase in caught.value.message
 
@@ -191,7 +201,7 @@ def test_bad_gemini_replies(reply: object, phrase: str) -> None:
 def test_gemini_thought_parts_are_skipped() -> None:
     reply = {"candidates": [{"content": {"parts": [{"text": "I think", "thought": True}, {"text": "{}"}]}}]}
 
-    assert GEMINI.text(reply, 64) == "{}"
+    assert GEMINI.text(reply) == "{}"
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,8 @@
 
 - ``memories.vault`` (the record store) imports neither the daemon, sync, nor either protocol: it is below them.
 - ``memories.sync`` never imports ``memories.daemon``: it depends on the record store only.
+- ``memories.providers`` (the model services' wire formats) imports neither the daemon, the workers, sync nor the
+  record store: it is below the daemon and the remote worker, which choose a provider through it.
 - No module of ``memories`` or ``workers`` takes part in an import cycle (lazy imports inside functions count).
 - No file of ``memories`` is over 600 lines (the two protocol catalogues aside) and no class over 300 lines.
 """
@@ -70,6 +72,11 @@ def test_the_record_store_imports_neither_the_daemon_sync_nor_a_protocol() -> No
 
 def test_sync_never_imports_the_daemon() -> None:
     assert _offenders("memories.sync", ("memories.daemon",)) == []
+
+
+def test_providers_import_neither_the_daemon_the_workers_sync_nor_the_record_store() -> None:
+    forbidden = ("memories.daemon", "workers", "memories.sync", "memories.vault")
+    assert _offenders("memories.providers", forbidden) == []
 
 
 def test_no_module_takes_part_in_an_import_cycle() -> None:

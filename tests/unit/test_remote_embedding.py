@@ -1,4 +1,4 @@
-"""Remote embedding request bodies and reply checks (R-30, R-32), as plain functions; end to end in
+"""Remote embedding request bodies and reply checks (R-30, R-32) of each provider; end to end in
 ``tests/e2e/test_remote.py``."""
 
 from __future__ import annotations
@@ -7,29 +7,39 @@ import doctest
 
 import numpy as np
 import pytest
+import trio
 
+from memories import worker_protocol as w
+from memories.config import EmbeddingConfig, HttpConfig
+from memories.daemon.backends import RemoteBackend
 from memories.errors import MemoriesError
-from memories.models import remote_embedding
-from memories.models.remote_embedding import (
-    EmbeddingService,
-    EmbedText,
-    checked_matrix,
-    compatible_request,
-    compatible_vectors,
-    gemini_request,
-    gemini_vectors,
+from memories.providers import compatible, embedding, gemini
+from memories.providers.capabilities import EmbedText
+from memories.providers.compatible import CompatibleEmbedding
+from memories.providers.embedding import checked_matrix
+from memories.providers.gemini import GeminiEmbedding
+
+COMPATIBLE = CompatibleEmbedding(
+    EmbeddingConfig(protocol="compatible", url="http://127.0.0.1/v1/embeddings", model="m", dimensions=2, batch_size=32)
+)
+GEMINI_BATCH = GeminiEmbedding(
+    EmbeddingConfig(
+        protocol="gemini",
+        url="https://g.example/v1beta/models/e:batchEmbedContents",
+        model="e",
+        api_key_env="K",
+        batch_size=300,
+    )
 )
 
-COMPATIBLE = EmbeddingService("compatible", "http://127.0.0.1/v1/embeddings", "m", 2, None, 32)
-GEMINI_BATCH = EmbeddingService("gemini", "https://g.example/v1beta/models/e:batchEmbedContents", "e", None, "K", 300)
 
-
-def test_doctests() -> None:
-    assert doctest.testmod(remote_embedding).failed == 0
+@pytest.mark.parametrize("module", [embedding, gemini, compatible])
+def test_doctests(module: object) -> None:
+    assert doctest.testmod(module).failed == 0  # type: ignore[arg-type]
 
 
 def test_compatible_request_sends_float_encoding_and_dimensions() -> None:
-    assert compatible_request(COMPATIBLE, [EmbedText("x")]) == {
+    assert COMPATIBLE.request([EmbedText("x")], "document") == {
         "model": "m",
         "input": ["x"],
         "encoding_format": "float",
@@ -38,8 +48,8 @@ def test_compatible_request_sends_float_encoding_and_dimensions() -> None:
 
 
 def test_gemini_batch_request_names_the_model_and_sends_titles_for_documents_only() -> None:
-    documents = gemini_request(GEMINI_BATCH, [EmbedText("a", "T"), EmbedText("b")], "document")
-    queries = gemini_request(GEMINI_BATCH, [EmbedText("q", "T")], "query")
+    documents = GEMINI_BATCH.request([EmbedText("a", "T"), EmbedText("b")], "document")
+    queries = GEMINI_BATCH.request([EmbedText("q", "T")], "query")
 
     assert documents["requests"][0] == {
         "model": "models/e",
@@ -54,13 +64,13 @@ def test_gemini_batch_request_names_the_model_and_sends_titles_for_documents_onl
 
 @pytest.mark.parametrize("embedding", ["mpkZP83MTD8=", [0.6, 0.8]])
 def test_base64_and_float_answers_decode_alike(embedding: object) -> None:
-    matrix = checked_matrix(compatible_vectors({"data": [{"index": 0, "embedding": embedding}]}, 1), 2)
+    matrix = checked_matrix(COMPATIBLE.vectors({"data": [{"index": 0, "embedding": embedding}]}, 1), 2)
 
     assert float(matrix[0] @ np.array([1, 0], dtype=np.float32)) == pytest.approx(0.6, abs=1e-6)
 
 
 def test_data_is_placed_by_index() -> None:
-    raw = compatible_vectors({"data": [{"index": 1, "embedding": [0, 1]}, {"index": 0, "embedding": [1, 0]}]}, 2)
+    raw = COMPATIBLE.vectors({"data": [{"index": 1, "embedding": [0, 1]}, {"index": 0, "embedding": [1, 0]}]}, 2)
 
     assert raw == [[1, 0], [0, 1]]
 
@@ -77,7 +87,7 @@ def test_data_is_placed_by_index() -> None:
 )
 def test_bad_compatible_replies_are_invalid_vector(reply: object, phrase: str) -> None:
     with pytest.raises(MemoriesError) as caught:
-        checked_matrix(compatible_vectors(reply, 1), 2)
+        checked_matrix(COMPATIBLE.vectors(reply, 1), 2)
 
     assert caught.value.code == "invalid_vector" and phrase in caught.value.message
 
@@ -118,9 +128,44 @@ def test_without_dimensions_the_first_vector_fixes_the_width() -> None:
 
 
 def test_gemini_replies() -> None:
-    single = EmbeddingService("gemini", "https://g.example/v1beta/models/e:embedContent", "e", None, "K", 32)
+    single = GeminiEmbedding(
+        EmbeddingConfig(
+            protocol="gemini", url="https://g.example/v1beta/models/e:embedContent", model="e", api_key_env="K"
+        )
+    )
 
-    assert gemini_vectors(single, {"embedding": {"values": [1, 0]}}, 1) == [[1, 0]]
-    assert gemini_vectors(GEMINI_BATCH, {"embeddings": [{"values": [1]}, {"values": [2]}]}, 2) == [[1], [2]]
+    assert single.vectors({"embedding": {"values": [1, 0]}}, 1) == [[1, 0]]
+    assert GEMINI_BATCH.vectors({"embeddings": [{"values": [1]}, {"values": [2]}]}, 2) == [[1], [2]]
     with pytest.raises(MemoriesError, match="1 embeddings for 2 inputs"):
-        gemini_vectors(GEMINI_BATCH, {"embeddings": [{"values": [1]}]}, 2)
+        GEMINI_BATCH.vectors({"embeddings": [{"values": [1]}]}, 2)
+
+
+def test_each_wire_format_keeps_its_vector_space_key_and_recipe() -> None:
+    """The key binds protocol, URL, model, dimensions and the recipe; a change would re-embed every vault that uses
+    the service, so the keys are pinned (computed before the providers package, issue 18 item 3)."""
+    gemini_config = EmbeddingConfig(
+        protocol="gemini",
+        url="https://g.example/v1beta/models/e:batchEmbedContents",
+        model="e",
+        api_key_env="K",
+        dimensions=256,
+    )
+    e5_config = EmbeddingConfig(
+        protocol="compatible",
+        url="http://127.0.0.1/v1/embeddings",
+        model="e5",
+        query_prefix="query: ",
+        document_prefix="passage: ",
+    )
+
+    async def spaces() -> list[w.VectorSpace]:
+        return [await RemoteBackend(config, HttpConfig(), None, 300).space() for config in (gemini_config, e5_config)]  # type: ignore[arg-type]
+
+    gemini_space, e5_space = trio.run(spaces)
+
+    assert gemini_space.key == "gemini:ab8764e5034ad259208e2e5867e7103798e15b5a58a18ccd3a3d6bc658449777"
+    assert gemini_space.recipe == w.InputRecipe(title_field=True)
+    assert e5_space.key == "compatible:282aa82e76f59a0e0f3c79faf1bdfd43773b508f0a74d7749e6cdf37db7ad366"
+    assert e5_space.recipe == w.InputRecipe(prefix="passage: ")
+    assert CompatibleEmbedding(e5_config).query_text("q") == "query: q"
+    assert GeminiEmbedding(gemini_config).query_text("q") == "q"
