@@ -23,6 +23,7 @@ from typing import Any
 import click
 
 from memories import protocol as p
+from memories.cli import render
 from memories.cli.grant import EXPIRES_HELP, SCOPE_HELP, parse_scope
 from memories.cli.output import Session, command
 from memories.client import RequestFailed
@@ -143,22 +144,6 @@ class _Injector:
                 raise
 
 
-def _show(document: dict) -> None:
-    """One line per client (``document`` escaped already: paths and messages name paths)."""
-    for row in document["clients"]:
-        line = f"{row['client']}: {row['status']}"
-        if row["status"] == "configured":
-            line += f" {row['config']} (grant {row['grant']})"
-        if row.get("skill_status"):
-            line += f"; skill {row['skill_status']}"
-        click.echo(line)
-        for key in ("note", "skill_note"):
-            if row.get(key):
-                click.echo(f"  {row[key]}")
-        if row.get("error"):
-            click.echo(f"error: {row['error']['code']}: {row['error']['message']}", err=True)
-
-
 @command(None, name="inject")
 @click.argument("client", type=click.Choice(["all", *CLIENTS]))
 @click.option("--vault", "vault_ref", required=True, metavar="VAULT", help="The vault the grants give access to.")
@@ -201,7 +186,7 @@ def inject(
         rows.append(injector.run(found))
     if client == "all":
         rows.append({"client": "claude-desktop", "status": "skipped", "note": _DESKTOP_NOTE})
-    session.emit({"clients": rows}, [], _show)
+    session.emit({"clients": rows}, [], render.injected)
     failed = sum(row["status"] == "failed" for row in rows)
     if not failed:
         return 0

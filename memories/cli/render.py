@@ -517,3 +517,21 @@ def sync(report: p.SyncReport) -> None:
 
 def joined(joined: p.SyncJoined) -> None:
     click.echo(f"joined vault {joined.name} ({joined.id})")
+
+
+def injected(document: Document) -> None:
+    """``inject``: one line per client, and its notes (a document the CLI builds: ``{"clients": [row, ...]}``, each
+    row's ``client``, ``status``, and ``config``, ``grant``, ``skill_status``, ``note``, ``skill_note``, ``error``
+    where they apply); a client's error goes to stderr."""
+    for row in document["clients"]:
+        line = f"{row['client']}: {row['status']}"
+        if row["status"] == "configured":
+            line += f" {row['config']} (grant {row['grant']})"
+        if row.get("skill_status"):
+            line += f"; skill {row['skill_status']}"
+        click.echo(line)
+        for key in ("note", "skill_note"):
+            if row.get(key):
+                click.echo(f"  {row[key]}")
+        if row.get("error"):
+            click.echo(f"error: {row['error']['code']}: {row['error']['message']}", err=True)
