@@ -272,8 +272,7 @@ class FolderWatches:
             if watch.last_scan is None:  # a name the walk refuses (not UTF-8) is reported by the first scan only
                 results.extend(listing.reported)
             results.extend(deleted)
-            if refusals:
-                watch.error = refusals[0] + (f" (and {len(refusals) - 1} more)" if len(refusals) > 1 else "")
+            if refusals:  # said once, not at every event: the watch shows each file's refusal until it changes
                 log.warning("watch %s: %d files refused", watch.id, len(refusals))
             if listing.unlisted and listing.unlisted != watch.unlisted:  # said once, not at every event
                 log.warning("watch %s: %d subfolders cannot be read", watch.id, len(listing.unlisted))
@@ -324,10 +323,11 @@ class FolderWatches:
     async def _refresh(self, job: VaultJob, vault: VaultRow, watch: Watch) -> p.ErrorInfo | None:
         """Bring the index cache up to date (a search right after finds it current), then let the background
         index embed the new chunks; a vault now over the index limits says so, as ``rag ingest`` does."""
+        watch.index_error = None
         try:
             await self._index_feed.refresh(job, vault)
         except MemoriesError as exc:  # the cards are stored; the index is rebuilt at the next search
-            watch.error = f"the cards are stored, but the search index is not up to date: {exc.message}"
+            watch.index_error = f"the cards are stored, but the search index is not up to date: {exc.message}"
             if exc.code == "vault_too_large":
                 return p.ErrorInfo(code=exc.code, message=exc.message, details=exc.details)
             return None
@@ -384,8 +384,16 @@ def watch_info(vault: VaultRow, watch: Watch, running: tuple[str, str | None] | 
         last_change=watch.last_change,
         last_scan=watch.last_scan,
         paused=watch.paused,
-        error=(running[1] if running is not None else None) or _unlisted(watch) or watch.error,
+        error=(running[1] if running is not None else None) or _unlisted(watch) or watch.index_error or _refused(watch),
     )
+
+
+def _refused(watch: Watch) -> str | None:
+    """The first refusal of a file the watch still refuses (and how many more), or ``None``."""
+    refusals = [entry.refused for entry in watch.files.values() if entry.refused is not None]
+    if not refusals:
+        return None
+    return refusals[0] + (f" (and {len(refusals) - 1} more)" if len(refusals) > 1 else "")
 
 
 def _unlisted(watch: Watch) -> str | None:

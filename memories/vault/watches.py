@@ -51,7 +51,8 @@ class Watch(msgspec.Struct, kw_only=True):
         recursive, exclude: as ``rag ingest`` takes them; on_delete: :data:`OnDelete`.
         created: Unix seconds of the registration.
         paused: why the watch is paused (nothing is imported or deleted until ``--resume``), ``None`` while active.
-        error: the last problem that did not pause it (a file refused, the watcher fell back to scanning).
+        index_error: why the search index could not be brought up to date after the last change (``None`` once a
+            later change's refresh succeeds). A refused file's reason is its :attr:`WatchedFile.refused`.
         last_change: Unix seconds of the last change imported or deleted; last_scan: of the last scan.
         deletions: Unix seconds of the cards it deleted in the last ten minutes (the mass-deletion rule).
         files: relative path (``/``-separated) -> :class:`WatchedFile`.
@@ -69,7 +70,7 @@ class Watch(msgspec.Struct, kw_only=True):
     on_delete: OnDelete = "delete"
     created: float = 0.0
     paused: str | None = None
-    error: str | None = None
+    index_error: str | None = None
     last_change: float | None = None
     last_scan: float | None = None
     deletions: list[float] = []

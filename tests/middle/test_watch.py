@@ -357,7 +357,12 @@ async def test_a_refused_file_is_reported_once_and_temporary_files_are_not_notes
     clock.now += 1
     again = await scan(middle)
     assert [(r.source, r.status) for r in again.results] == [("n000.md", "updated")]  # bad.md is not read again
-    assert set(await titles(middle)) == {"Note 0"}
+    assert set(await titles(middle)) == {"Note 0"} and "unsupported_file" in (again.watch.error or "")
+    (folder / "bad.md").write_text("# Bad no more\n\nsaved again as text\n")
+    clock.now += 1
+    fixed = await scan(middle)
+    assert [(r.source, r.status) for r in fixed.results] == [("bad.md", "added")]
+    assert (fixed.watch.refused, fixed.watch.error) == (0, None)  # the problem shown is the folder's now
 
 
 async def test_unwatch_keeps_the_cards_and_a_deleted_vault_takes_its_watches(middle: Middle, tmp_path: Path) -> None:
