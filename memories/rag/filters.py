@@ -1,11 +1,11 @@
 """Search filters over records: which records a search, a listing or an answer may use, decided before any ranking.
 
 A filter (:class:`memories.worker_protocol.SearchFilter`) admits a record when every part given holds: its date is
-within ``since``/``until`` (Unix seconds, both inclusive), it has every tag of ``tags``, its kind is ``kind``, its
-``source`` matches the glob ``source`` (:func:`source_matches`) and its metadata holds every pair of ``meta``
-exactly. Filter values are data: tags and metadata are compared as strings, the glob is matched by
-:func:`source_matches` (no regular expression, no file system), and nothing of a filter reaches SQL but the row ids
-it admits. Tags compare as :func:`tag_key` makes them.
+within ``since``/``until`` (Unix seconds, both inclusive), it has every tag of ``tags`` (or a tag nested under it:
+``project/alpha`` has ``project``), its kind is ``kind``, its ``source`` matches the glob ``source``
+(:func:`source_matches`) and its metadata holds every pair of ``meta`` exactly. Filter values are data: tags and
+metadata are compared as strings, the glob is matched by :func:`source_matches` (no regular expression, no file
+system), and nothing of a filter reaches SQL but the row ids it admits. Tags compare as :func:`tag_key` makes them.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def admits(search: SearchFilter, record: RecordFacts) -> bool:
         return False
     if search.kind is not None and record.kind != search.kind:
         return False
-    if search.tags and not {tag_key(tag) for tag in search.tags} <= {tag_key(tag) for tag in record.tags}:
+    if search.tags and not _has_tags(record.tags, search.tags):
         return False
     if search.source is not None and (record.source is None or not source_matches(search.source, record.source)):
         return False
@@ -58,6 +58,18 @@ def tag_key(tag: str) -> str:
     'rust'
     """
     return tag.strip().removeprefix("#").casefold()
+
+
+def _has_tags(tags: Sequence[str], wanted: Sequence[str]) -> bool:
+    """Whether ``tags`` hold every tag of ``wanted`` or a tag nested under it: ``project/alpha`` is also ``project``,
+    so ``--tag project`` finds it, as Obsidian's tag search does (``--tag project/alpha`` does not find ``project``).
+    Time: ``len(wanted) * len(tags)`` comparisons, however deep a tag is nested.
+
+    >>> _has_tags(["#Project/Alpha/v2", "rust"], ["project", "RUST"]), _has_tags(["project/alpha"], ["proj"])
+    (True, False)
+    """
+    have = [tag_key(tag) for tag in tags]
+    return all(any(key == want or key.startswith(want + "/") for key in have) for want in map(tag_key, wanted))
 
 
 def source_matches(pattern: str, source: str) -> bool:

@@ -14,7 +14,7 @@ from memories import protocol as p
 from memories import worker_protocol as w
 from memories.daemon.filters import record_date, search_filter
 from memories.errors import MemoriesError
-from memories.rag.filters import source_matches
+from memories.rag.filters import RecordFacts, admits, source_matches
 from memories.rag.pipeline import VaultCache
 
 SPACE = w.VectorSpace(key="test-space", recipe=w.InputRecipe(prefix="title: {title} | text: "))
@@ -49,9 +49,9 @@ def _cache() -> VaultCache:
             title=f"Target {n}",
             body=f"a lantern once, among many other words about the garden, the shed and the path {n}",
             source=f"daily/2025/t{n}.md",
-            tags=["garden", "Rust"],
+            tags=["garden", "Rust", "projects/lanterns"],
             date=_day("2025-03-01"),
-            meta={"source": f"daily/2025/t{n}.md", "tags": "garden, Rust", "status": "done"},
+            meta={"source": f"daily/2025/t{n}.md", "tags": "garden, Rust, projects/lanterns", "status": "done"},
         )
         for n in range(3)
     ]
@@ -76,6 +76,7 @@ FILTERS = {
     "since and until": w.SearchFilter(since=_day("2025-02-01"), until=_day("2025-03-31")),
     "tag": w.SearchFilter(tags=["garden"]),
     "every tag, in any case and with #": w.SearchFilter(tags=["#rust", "GARDEN"]),
+    "the parent of a nested tag": w.SearchFilter(tags=["Projects"]),
     "kind": w.SearchFilter(kind="card"),
     "source folder": w.SearchFilter(source="daily/**"),
     "source name at any depth": w.SearchFilter(source="t*.md"),
@@ -184,6 +185,19 @@ def test_a_notes_date_is_its_metadata_date_else_its_first_revision() -> None:
     assert record_date({"date": "2025-03-01T09:30:00+08:00"}, created) == _day("2025-03-01T09:30:00+08:00")
     assert record_date({"date": "sometime"}, created) == created
     assert record_date({}, created) == created
+
+
+def test_a_nested_tag_counts_for_its_parents_only() -> None:
+    facts = RecordFacts("card", None, ["#Projects/Lanterns/v2"], None, {})
+    for tags, admitted in [
+        (["projects"], True),
+        (["projects/lanterns"], True),
+        (["PROJECTS/LANTERNS/V2"], True),
+        (["proj"], False),
+        (["lanterns"], False),
+        (["projects/lanterns/v2/draft"], False),
+    ]:
+        assert admits(w.SearchFilter(tags=tags), facts) is admitted, tags
 
 
 def test_source_globs() -> None:
