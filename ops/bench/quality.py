@@ -29,7 +29,9 @@ What it does, as a user would:
    With ``--headings`` (the sample corpus only), the same index also answers the heading check of
    :mod:`ops.bench.headings` (hundreds of section headings as queries, each note's translations also relevant),
    reported as a second table with subsets ``HT``, ``HS``, ``HE`` and ``HN``.
-6. **Bare reference** on the same model, in this process: every document embedded whole with the model card's
+6. **Paired differences**: each hybrid row minus the better arm (``bm25`` or ``vector``, by mean nDCG@10), query
+   by query, with a 95 % bootstrap interval (:data:`RESAMPLES` resamples of the queries, seed :data:`SEED`).
+7. **Bare reference** on the same model, in this process: every document embedded whole with the model card's
    document prompt (``title: {title | "none"} | text: …``, the first :data:`~memories.config.RagConfig.max_tokens`
    tokens), every query with its query prompt, ranked by cosine; the same scoring. The product's ``vector`` row
    should be within 0.01 of it.
@@ -78,6 +80,10 @@ MODES: tuple[tuple[str, str, bool], ...] = (
 )
 """(row label, search mode, no_rerank) of each product row."""
 BARE = "bare vector reference"
+RESAMPLES = 1000
+"""Bootstrap resamples of the paired differences (:func:`paired_difference`)."""
+SEED = 24
+"""Seed of the bootstrap: the same intervals on every run of the same figures."""
 LIMIT = 100
 
 
@@ -295,10 +301,44 @@ def run_bare(benchmark: Benchmark, model_dir: Path, threads: int, queries: Seque
     return scores
 
 
+def paired_difference(
+    first: Sequence[float], second: Sequence[float], resamples: int = RESAMPLES, seed: int = SEED
+) -> tuple[float, float, float]:
+    """``(mean, low, high)``: the mean of ``first[i] - second[i]`` over the queries and its 95 % percentile bootstrap
+    interval (Efron & Tibshirani, 1993): the queries resampled with replacement ``resamples`` times by numpy's
+    default generator seeded with ``seed``, the 2.5th and 97.5th percentiles of the resampled means.
+
+    >>> paired_difference([1.0, 1.0], [1.0, 1.0])
+    (0.0, 0.0, 0.0)
+    """
+    differences = np.asarray(first, dtype=np.float64) - np.asarray(second, dtype=np.float64)
+    picks = np.random.default_rng(seed).integers(0, len(differences), size=(resamples, len(differences)))
+    means = differences[picks].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return float(differences.mean()), float(low), float(high)
+
+
+def paired(ids: Sequence[str], rows: dict[str, Scores]) -> dict[str, Any]:
+    """``{"better_arm", row: {metric: [mean, low, high]}}``: each hybrid row minus the better arm (``bm25`` or
+    ``vector``, whichever has the higher mean nDCG@10 over ``ids``), query by query (:func:`paired_difference`)."""
+    better = max(("bm25", "vector"), key=lambda arm: statistics.fmean(rows[arm].ndcg[q] for q in ids))
+    result: dict[str, Any] = {"better_arm": better}
+    for label in ("hybrid", "hybrid --no-rerank"):
+        result[label] = {
+            metric: list(
+                paired_difference(
+                    [getattr(rows[label], field)[q] for q in ids], [getattr(rows[better], field)[q] for q in ids]
+                )
+            )
+            for metric, field in (("ndcg@10", "ndcg"), ("recall@10", "recall"), ("mrr@10", "mrr"))
+        }
+    return result
+
+
 def report(benchmark: Benchmark, rows: dict[str, Scores]) -> dict[str, Any]:
-    """``{"set", "queries", "subsets": {subset: {row: {metric: value}}}, "p50_ms": {row: ms}, "per_query": {row:
-    {query id: {"ndcg@10", "top"}}}}`` (``top``: the first three document ids) over the benchmark's queries;
-    ``p50_ms`` is over every search of ``rows``."""
+    """``{"set", "queries", "subsets": {subset: {row: {metric: value}}}, "paired": ..., "p50_ms": {row: ms},
+    "per_query": {row: {query id: {"ndcg@10", "top"}}}}`` (``top``: the first three document ids; ``paired``: see
+    :func:`paired`) over the benchmark's queries; ``p50_ms`` is over every search of ``rows``."""
     subsets: dict[str, list[str]] = {"all": [query.id for query in benchmark.queries]}
     for query in benchmark.queries:
         subsets.setdefault(query.subset, []).append(query.id)
@@ -310,6 +350,7 @@ def report(benchmark: Benchmark, rows: dict[str, Scores]) -> dict[str, Any]:
             name: {"n": len(ids), **{label: scores.summary(ids) for label, scores in rows.items()}}
             for name, ids in subsets.items()
         },
+        "paired": paired(subsets["all"], rows),
         "p50_ms": {label: statistics.median(scores.seconds) * 1000 for label, scores in rows.items() if scores.seconds},
         "per_query": {
             label: {query: {"ndcg@10": scores.ndcg[query], "top": scores.top[query]} for query in subsets["all"]}
@@ -334,6 +375,14 @@ def markdown(figures: dict[str, Any]) -> str:
             for label in labels
         ]
         lines.append(f"| {name} | {row['n']} | " + " | ".join(cells) + " |")
+    better = figures["paired"]["better_arm"]
+    lines.append("")
+    for label in ("hybrid", "hybrid --no-rerank"):
+        cells = ", ".join(
+            f"{metric} {mean:+.4f} [{low:+.4f}, {high:+.4f}]"
+            for metric, (mean, low, high) in figures["paired"][label].items()
+        )
+        lines.append(f"{label} − {better} (the better arm), per query: {cells}.")
     latency = ", ".join(f"{label} {ms:.1f} ms" for label, ms in figures["p50_ms"].items())
     lines += ["", f"p50 search latency: {latency}."]
     held = figures["index"]

@@ -41,6 +41,8 @@ def test_quality_benchmark_runs_every_mode_and_the_bare_reference(
     figures = json.loads(capsys.readouterr().out)
     assert (figures["documents"], figures["queries"], figures["index"]["records"]) == (100, 30, 100)
     rows = figures["subsets"]["all"]
+    assert figures["paired"]["better_arm"] == "bm25"  # each query is its document's text
+    assert set(figures["paired"]["hybrid"]) == {"ndcg@10", "recall@10", "mrr@10"}
     assert set(rows) == {"n", "bm25", "vector", "hybrid", "hybrid --no-rerank", "vector --no-rerank", quality.BARE}
     assert all(0 <= rows[label][metric] <= 1 for label in rows if label != "n" for metric in rows[label])
     # Each query is its document's whole text, so BM25 finds it first: the record-level scoring is right.

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from memories.rag.metrics import mrr_at, ndcg_at, recall_at
-from ops.bench.quality import Query, load_set, write_files
+from ops.bench.quality import Query, load_set, paired_difference, write_files
 from ops.corpus import load_queries, note_paths, resolve_also_relevant
 
 
@@ -20,6 +20,14 @@ def test_metrics_count_graded_relevance_at_ten() -> None:
     assert recall_at(["x", "b"], relevance) == 0.5
     assert mrr_at(["x", "x2", "b"], relevance) == pytest.approx(1 / 3)
     assert mrr_at([f"x{i}" for i in range(10)] + ["a"], relevance) == 0.0
+
+
+def test_paired_differences_have_a_seeded_bootstrap_interval() -> None:
+    hybrid, arm = [1.0, 0.5, 1.0, 0.0] * 25, [1.0, 1.0, 0.5, 0.0] * 25
+    mean, low, high = paired_difference(hybrid, arm)
+    assert mean == 0.0 and low < 0 < high
+    assert paired_difference(hybrid, arm) == (mean, low, high)  # the same seed, the same interval
+    assert paired_difference([1.0] * 10, [0.5] * 10) == (0.5, 0.5, 0.5)
 
 
 def test_subsets_are_the_query_id_prefix() -> None:
