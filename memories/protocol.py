@@ -231,7 +231,11 @@ Until = (
 )
 Tags = Annotated[
     list[Annotated[str, Meta(min_length=1, max_length=MAX_FILTER_BYTES)]],
-    Meta(max_length=MAX_FILTER_VALUES, description="Only notes with every one of these tags (front matter tags)."),
+    Meta(
+        max_length=MAX_FILTER_VALUES,
+        description="Only notes with every one of these tags (front matter tags; # and case do not matter; a nested "
+        "tag such as project/alpha counts for project).",
+    ),
 ]
 FilterKind = Annotated[
     Literal["memory", "card"] | None, Meta(description="Only memories, or only knowledge cards (imported files).")

@@ -12,7 +12,8 @@ import click
 FILTER_HELP = {
     "since": "Only notes dated at or after: an ISO 8601 date or time (local time), or 30m, 12h, 7d, 2w ago.",
     "until": "Only notes dated at or before (a date includes that whole day); as for --since.",
-    "tag": "Only notes with this tag (repeatable: every tag required; # and case do not matter).",
+    "tag": "Only notes with this tag (repeatable: every tag required; # and case do not matter; project/alpha counts "
+    "for project).",
     "kind": "Only memories, or only knowledge cards (--cards-only is --kind card).",
     "source": "Only notes whose source path matches this glob (daily/**, **/*.md; a name alone at any depth).",
     "meta": "Only notes whose metadata KEY is exactly VALUE (repeatable).",
