@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import os
+import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,16 +54,17 @@ class Seen:
 @dataclass
 class Listing:
     """What a scan found: the folder's notes by relative path, the other files it reports (skipped, refused by
-    the walk: a name that is not UTF-8), and the subfolders it could not list (relative paths: what they held is
-    neither changed nor absent)."""
+    the walk: a name that is not UTF-8), the subfolders it could not list (relative paths) and the notes a cloud
+    drive evicted (relative paths): what those hold is neither changed nor absent."""
 
     files: dict[str, Seen] = field(default_factory=dict)
     reported: list[p.IngestResult] = field(default_factory=list)
     unlisted: list[str] = field(default_factory=list)
+    evicted: set[str] = field(default_factory=set)
 
     def hides(self, source: str) -> bool:
-        """Whether ``source`` is inside a subfolder this scan could not list."""
-        return any(source.startswith(folder.rstrip("/") + "/") for folder in self.unlisted)
+        """Whether ``source`` is evicted or inside a subfolder this scan could not list."""
+        return source in self.evicted or any(source.startswith(folder.rstrip("/") + "/") for folder in self.unlisted)
 
 
 @dataclass
@@ -102,7 +104,9 @@ def scan(watch: Watch, unreadable: Callable[[str], bool]) -> Listing:
 
     ``unreadable`` says whether a folder is to be treated as unreadable (test hooks stand in for ``chmod``, which
     root ignores). A subfolder that cannot be listed (its permissions changed, a mount under it failed) is named in
-    :attr:`Listing.unlisted`: its notes are not absent, only unseen.
+    :attr:`Listing.unlisted`, and a note that iCloud Drive evicted to free space (``note.md`` replaced by its
+    placeholder ``.note.md.icloud`` until it is opened) in :attr:`Listing.evicted`: their notes are not absent,
+    only unseen.
 
     Raises:
         FolderProblem: the folder is gone, not a folder, another one than was registered, or unreadable.
@@ -131,6 +135,10 @@ def scan(watch: Watch, unreadable: Callable[[str], bool]) -> Listing:
         except OSError:  # gone between the walk and now: the next scan sees it absent
             continue
         listing.files[item.source] = Seen(item, stat.st_size, stat.st_mtime_ns, stat.st_ino)
+    for source in watch.files.keys() - listing.files.keys():
+        folder, name = posixpath.split(source)
+        if os.path.lexists(os.path.join(watch.folder, folder, f".{name}.icloud")):
+            listing.evicted.add(source)
     return listing
 
 

@@ -323,6 +323,28 @@ async def test_an_unreadable_subfolder_keeps_its_notes_as_they_were(tmp_path: Pa
         assert len((await middle.ok(p.MemoryList(vault="notes"))).records) == 5
 
 
+async def test_a_note_icloud_evicted_is_kept_until_it_comes_back(middle: Middle, tmp_path: Path, clock: Clock) -> None:
+    """iCloud Drive's "Optimize Mac Storage" replaces a note it evicts with the placeholder .note.md.icloud until it
+    is opened: the note is not deleted, nor marked missing, and nothing changes when it comes back."""
+    folder = notes(tmp_path / "iCloud Obsidian", 3)
+    (folder / "sub").mkdir()
+    (folder / "sub" / "deep.md").write_text("# Deep\n\nbelow\n")
+    await register(middle, folder, recursive=True)
+    text = (folder / "sub" / "deep.md").read_text()
+    for source in ("n000.md", "sub/deep.md"):
+        head, name = os.path.split(folder / source)
+        os.rename(folder / source, os.path.join(head, f".{name}.icloud"))
+    for _ in range(2):
+        clock.now += 60
+        report = await scan(middle)
+        assert (report.results, report.watch.missing, report.watch.cards) == ([], 0, 4)
+    (folder / "sub" / ".deep.md.icloud").unlink()
+    (folder / "sub" / "deep.md").write_text(text)  # downloaded again: a new file of the same text
+    clock.now += 60
+    assert [(r.source, r.status) for r in (await scan(middle)).results] == [("sub/deep.md", "unchanged")]
+    assert len((await middle.ok(p.MemoryList(vault="notes"))).records) == 4
+
+
 async def test_folders_that_cannot_be_watched_are_refused(middle: Middle, tmp_path: Path) -> None:
     home = Path(middle.daemon.home.root)
     inside = home / "inside"
