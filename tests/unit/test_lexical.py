@@ -13,6 +13,7 @@ from memories.errors import MemoriesError
 from memories.protocol import MatchMode
 from memories.rag.analysis import AnalyzedQuery, analyze_query
 from memories.rag.lexical import LexicalEntry, LexicalIndex
+from memories.rag.pipeline import VaultCache
 from memories.rag.vault_index import Hit, VaultIndex
 from memories.worker_protocol import IndexRecord
 from ops.corpus import load_notes, load_queries
@@ -430,11 +431,10 @@ def test_arbitrary_queries_never_raise_but_limit_errors(query: str, mode: MatchM
 _INDEX_FOR_PROPERTIES = _index({**ESCAPING, "zh": "資料庫與栈", "near": "NEAR OR AND NOT"})
 
 
-def test_corpus_queries_rank_the_expected_note_in_the_top_3() -> None:
+def test_corpus_queries_rank_the_expected_note_in_the_top_3(corpus_cache: VaultCache) -> None:
     records = load_notes()
     assert len(records) == 311
-    index = VaultIndex("corpus")
-    index.apply(records, [])
+    index = corpus_cache.index  # the same records, applied once for the run
     queries = load_queries()
     assert len(queries) == 15
     ranks = {}

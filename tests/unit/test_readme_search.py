@@ -7,18 +7,15 @@ import re
 
 from memories import worker_protocol as w
 from memories.rag.pipeline import VaultCache
-from ops.corpus import load_notes
 from tests.conftest import REPO
 
 _EXAMPLE = re.compile(r'^memories rag search notes "(?P<query>[^"]+)"\s+#.* finds (?:notes on )?(?P<found>\S+) too$')
 
 
-def test_the_readme_search_example_finds_what_it_says_in_the_top_10() -> None:
+def test_the_readme_search_example_finds_what_it_says_in_the_top_10(corpus_cache: VaultCache) -> None:
     lines = (REPO / "README.md").read_text(encoding="utf-8").splitlines()
     [example] = [match for line in lines if (match := _EXAMPLE.match(line))]
-    cache = VaultCache("corpus")
-    cache.apply(load_notes(), [])
-    cache.stamp(1)
+    cache = corpus_cache
     query = w.IndexQuery(  # as `rag search` sends it without a model: BM25, match mode any, 10 results, reranked
         vault="corpus", epoch=1, query=example["query"], mode="bm25", match_mode="any", limit=10, cards_only=False,
         no_rerank=False,
