@@ -205,6 +205,12 @@ def heads_aad(vault_id: str) -> bytes:
     return msgspec.msgpack.encode([FORMAT, "heads", vault_id])
 
 
+def setting_aad(name: str) -> bytes:
+    """Associated data of a setting sealed under the master key (the vaults searched most recently), bound to its
+    name."""
+    return msgspec.msgpack.encode([FORMAT, "setting", name])
+
+
 def vectors_aad(layout: int, vault_id: str, row_id: str) -> bytes:
     """Associated data of a sealed vector row (:mod:`memories.vault.vectors`): bound to the rows' layout version, the
     vault id and the row id, so a blob copied to another row or vault fails authentication."""

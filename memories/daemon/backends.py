@@ -5,7 +5,8 @@ One interface, two implementations::
     await backend.available()        can it embed at all (local: the model is installed; remote: always)
     await backend.space()            the vector space: key and input recipe (local: loads the model first)
     backend.plan_size                inputs the index worker names per plan (several batches)
-    await backend.order(job, inputs) the plan's inputs in the order they are batched (local: by token count)
+    await backend.batches(job, inputs, background)   the plan cut into batches (local: by token count, smaller
+                                     ones for the background index)
     await backend.embed(job, inputs) one request's vectors, with inputs the service refused as too long
     await backend.embed_query(job, q) float32[dimension] bytes of the query vector
     backend.egress_url               where vault text goes (None: nowhere, the model runs in the daemon)
@@ -40,6 +41,12 @@ shortest first by an estimate (it has no tokenizer), the embedding worker counts
 embedded in batches of equal token counts. Measured on the sample corpus with the real tokenizer, batches of 8
 pad to 1.18 times their real tokens in estimate order, 1.04 with plans of 8 batches, 1.01 with plans of 32, and
 1.00 in one exact order over everything; a plan of 32 batches is about a minute of work on 2 cores."""
+
+BACKGROUND_BATCH_TOKENS = 512
+"""Most tokens (padded: inputs × the longest) in one batch of the background index with the local model (one input
+at least), so a search's query embedding, which waits behind the batch in flight, never waits long.
+``ops/bench/kept_vectors.py wait`` measures the query's wait and the chunks per second against batches of
+``embed_batch_size`` chunks."""
 
 LOCAL_RECIPE = w.InputRecipe(prefix=DOCUMENT_PREFIX)
 """EmbeddingGemma's document prompt ``title: {title} | text: `` (its model card, "Prompt instructions")."""
@@ -83,10 +90,22 @@ class LocalBackend:
         """``batch_size`` × :data:`PLAN_BATCHES`."""
         return self.batch_size * PLAN_BATCHES
 
-    async def order(self, job: Job, inputs: list[w.ModelInput]) -> list[int]:
-        """Positions of ``inputs`` by the token count the model sees (ties keep the plan's order)."""
+    async def batches(self, job: Job, inputs: list[w.ModelInput], background: bool) -> list[list[int]]:
+        """Positions of ``inputs`` by the token count the model sees (ties keep the plan's order), in batches of at
+        most ``batch_size``; a background batch also holds at most :data:`BACKGROUND_BATCH_TOKENS` padded tokens
+        (one input at least)."""
         counts = await self._models.token_counts(job, [item.text for item in inputs])
-        return sorted(range(len(inputs)), key=counts.__getitem__)
+        order = sorted(range(len(inputs)), key=counts.__getitem__)
+        budget = BACKGROUND_BATCH_TOKENS if background else None
+        batches: list[list[int]] = []
+        for position in order:
+            size = len(batches[-1]) + 1 if batches else 0
+            # sorted by count: this input is the batch's longest, so the batch pads to its count
+            if 0 < size <= self.batch_size and (budget is None or size * counts[position] <= budget):
+                batches[-1].append(position)
+            else:
+                batches.append([position])
+        return batches
 
     async def space(self) -> w.VectorSpace:
         """Raises ``model_not_installed``, ``model_invalid``."""
@@ -153,9 +172,11 @@ class RemoteBackend:
         """One batch per request in flight: ``batch_size`` × :attr:`concurrency`."""
         return self.batch_size * self.concurrency
 
-    async def order(self, job: Job, inputs: list[w.ModelInput]) -> list[int]:
-        """The plan's own order (the service's tokenizer is not known here)."""
-        return list(range(len(inputs)))
+    async def batches(self, job: Job, inputs: list[w.ModelInput], background: bool) -> list[list[int]]:
+        """The plan's own order (the service's tokenizer is not known here) in batches of ``batch_size``, background
+        or not (a service's cores are not the machine's)."""
+        size = self.batch_size
+        return [list(range(first, min(first + size, len(inputs)))) for first in range(0, len(inputs), size)]
 
     async def space(self) -> w.VectorSpace:
         return self._space

@@ -331,8 +331,7 @@ class FolderWatches:
             if exc.code == "vault_too_large":
                 return p.ErrorInfo(code=exc.code, message=exc.message, details=exc.details)
             return None
-        if not any(j.state == "queued" for j in self._jobs.active_jobs("index", vault.id)):
-            self._indexing.start_reindex(vault)
+        await self._indexing.start_reindex(vault)  # joins the vault's background index job when one is queued
         return None
 
     # -- helpers -------------------------------------------------------------------------------------------

@@ -12,20 +12,29 @@ new epoch and goes on); a retry embeds only what is still missing. The records a
 home (:class:`memories.daemon.kept_vectors.KeptVectors`) at most every ``SEAL_SECONDS``, at a budget stop and at
 the end of the run, where the rows a load found stale are rewritten too: a lock, a restart or an eviction from
 the worker's cache (R-21: two vaults) then costs a load, not an embedding.
+
+*An index that keeps itself up to date* (``[rag] auto_index``): :meth:`Indexing.start_reindex` is the one entry
+point for "a vault changed, keep it embedded" (ingest, ``memory add|update``, a sync pull, unlock, a watched
+folder). It runs a background job (:class:`memories.daemon.background.BackgroundQueue`: one at a time, one per
+vault, later changes join it) that brings the cache up to date, loads the kept vectors and embeds what is missing
+in budgeted rounds, below foreground work (:class:`~memories.daemon.background.EmbeddingTurns`: smaller batches,
+each after every foreground embedding run). While it runs, a search does not embed on demand: it searches what is
+embedded and says how much that is.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable
 
 import trio
 
 from memories import protocol as p
 from memories import worker_protocol as w
-from memories.daemon.backends import EmbeddingBackend
+from memories.config import RagConfig
+from memories.daemon.backends import EmbeddingBackend, RemoteBackend
+from memories.daemon.background import BackgroundQueue, EmbeddingTurns, Work
 from memories.daemon.context import Handlers, RequestContext, StartSoon
 from memories.daemon.egress import check_current_policy, leaves_device, refuse_device_only
 from memories.daemon.index_feed import IndexFeed
@@ -47,6 +56,7 @@ class Indexing:
         backend: the embedding backend (local model or remote service; its batch size and concurrency).
         index: the index worker (it names missing inputs and stores vectors).
         kept: the vectors kept in the home (what a run embeds is sealed there).
+        rag: ``[rag]`` (``auto_index``).
         cut_after_batches: test hooks only: an embedding round ends with ``budget_exceeded`` after this many
             batches, as if its budget ran out there (``None`` without hooks).
         start_soon: starts background jobs in the daemon's nursery.
@@ -60,6 +70,7 @@ class Indexing:
         backend: EmbeddingBackend,
         index: WorkerHandle,
         kept: KeptVectors,
+        rag: RagConfig,
         cut_after_batches: int | None,
         start_soon: StartSoon,
     ) -> None:
@@ -69,8 +80,10 @@ class Indexing:
         self._backend = backend
         self._index = index
         self._kept = kept
+        self._auto = rag.auto_index
         self._cut_after = cut_after_batches
-        self._start_soon = start_soon
+        self._queue = BackgroundQueue(jobs, start_soon)
+        self._turns = EmbeddingTurns()
         self.batches = 0
         """Embedding batches stored since the daemon started (``daemon status``)."""
 
@@ -99,48 +112,75 @@ class Indexing:
 
     def start_background(self, vault: VaultRow, space: w.VectorSpace) -> VaultJob:
         """Embed the vault in the daemon's nursery, in budgeted rounds, with no client (``rag index
-        --background``). Its outcome is visible in ``memories jobs``. The caller checked the device-only policy;
-        each batch checks it again, and a change cuts the job."""
-        return self._background(vault, lambda job: self._rounds(job, vault, space))
+        --background``): the vault's background index job, which it joins when one is queued or running. Its
+        outcome is visible in ``memories jobs``. The caller checked the device-only policy; each batch checks it
+        again, and a change cuts the job."""
+        return self._queue.submit(vault, lambda job: self._rounds(job, vault, space))
 
-    def start_reindex(self, vault: VaultRow) -> VaultJob:
-        """After a change no client waits for (a sync pull): bring the index worker's cache of the vault up to date
-        in the daemon's nursery, then embed what it lacks when the embedding backend can embed (the model is
-        installed, or ``[rag.embedding]`` is set); with neither, the BM25 index alone, and so for a device-only
-        vault whose embedding service is not loopback (a watched folder's change: nothing may leave). Its outcome
-        (also ``model_invalid``, ``vault_too_large``) is visible in ``memories jobs``."""
+    async def start_reindex(self, vault: VaultRow, *, refresh: bool = False) -> VaultJob | None:
+        """A vault changed (ingest, ``memory add|update``, a sync pull, an unlock, a watched folder): keep its index
+        and embeddings up to date in the background. When the daemon embeds this vault by itself
+        (:meth:`embeds_by_itself`), the vault's background index job (joined when one is queued or running)
+        brings the index worker's cache up to date, loads the kept vectors and embeds what is missing in budgeted
+        rounds; otherwise, with ``refresh`` (a pull: the README promises it), it brings the cache (and the kept
+        vectors, when a model is usable) up to date alone. Returns the job, or ``None`` when nothing is to do. Its
+        outcome (also ``model_invalid``, ``vault_too_large``) is visible in ``memories jobs``."""
+        embeds = await self.embeds_by_itself(vault)
+        if not (embeds or refresh):
+            return None
+        return self._queue.submit(vault, self._keep_up(vault, embeds))
 
+    async def embeds_by_itself(self, vault: VaultRow) -> bool:
+        """Whether the daemon embeds this vault's missing inputs by itself (``[rag] auto_index``): ``local`` with
+        the installed in-process model, ``always`` also with ``[rag.embedding]``; never a vault over the R-21
+        limits, and never a device-only vault whose embedding URL is not loopback."""
+        backend = self._backend
+        if self._auto == "off" or (isinstance(backend, RemoteBackend) and self._auto != "always"):
+            return False
+        if vault.device_only and leaves_device(backend.egress_url):
+            return False
+        return self._index_feed.too_large(vault) is None and await backend.available()
+
+    def background_job(self, vault: VaultRow) -> VaultJob | None:
+        """The vault's background index job, while it is queued or running."""
+        return self._queue.running(vault.id)
+
+    def _keep_up(self, vault: VaultRow, embeds: bool) -> Work:
         async def work(job: VaultJob) -> p.IndexReport | None:
             await self._index_feed.refresh(job, vault)
             if not await self._backend.available() or (vault.device_only and leaves_device(self._backend.egress_url)):
                 return None
-            return await self._rounds(job, vault, await self._backend.space())
+            space = await self._backend.space()
+            if embeds:
+                return await self._rounds(job, vault, space, background=True)
+            ask = w.IndexMissing(vault=vault.id, epoch=job.epoch, space=space, limit=0)
+            with contextlib.suppress(StaleEpoch):  # loads the kept vectors; a change meanwhile is the next search's
+                await self._index_feed.call(job, vault, ask)
+            return None
 
-        return self._background(vault, work)
+        return work
 
-    def _background(self, vault: VaultRow, work: Callable[[VaultJob], Awaitable[Any]]) -> VaultJob:
-        """Run ``work`` as a background index job of ``vault``: in the daemon's nursery, with no client."""
-        job = self._jobs.new_job("index", vault.id, vault.name, epoch_checked=False)
-        job.background = True
-        self._start_soon(_run_in_background, self._jobs, job, work)
-        return job
-
-    async def _rounds(self, job: VaultJob, vault: VaultRow, space: w.VectorSpace) -> p.IndexReport:
+    async def _rounds(
+        self, job: VaultJob, vault: VaultRow, space: w.VectorSpace, *, background: bool = True
+    ) -> p.IndexReport:
         """:meth:`embed_missing` in budgeted rounds: each round that runs out of budget asks for a fresh one,
         explicitly, until the vault is embedded, the job is cut or it fails otherwise."""
         while True:
             try:
-                return await self.embed_missing(job, vault, space)
+                return await self.embed_missing(job, vault, space, background=background)
             except MemoriesError as exc:
                 if exc.code != "budget_exceeded":
                     raise
                 log.info("background index job %s: round over budget; starting another", job.id)
                 job.fresh_round()
 
-    async def embed_missing(self, job: VaultJob, vault: VaultRow, space: w.VectorSpace) -> p.IndexReport:
+    async def embed_missing(
+        self, job: VaultJob, vault: VaultRow, space: w.VectorSpace, *, background: bool = False
+    ) -> p.IndexReport:
         """Embed every chunk of ``vault`` without a vector in ``space``, plan by plan (``backend.plan_size``
         inputs), per step up to ``concurrency`` batches of ``batch_size`` at once (the local model: one batch),
-        the budget checked before every step.
+        the budget checked before every step. A ``background`` run's steps take turns below foreground runs
+        (:class:`~memories.daemon.background.EmbeddingTurns`), with smaller batches.
 
         ``embedded_now`` counts the vectors the index worker stored new during this call; ``reused`` those it
         already held when the call began; ``missing`` those still to embed; ``failed`` the chunks the service
@@ -150,45 +190,60 @@ class Indexing:
         Raises:
             MemoriesError: ``budget_exceeded`` (details as above) and the failures of the workers.
         """
-        backend = self._backend
-        cut_after = self._cut_after
         counts = {"embedded_now": 0, "reused": 0, "missing": 0}
-        batches = 0
         seals = SealClock()
         try:
-            while True:
-                ask = w.IndexMissing(vault=vault.id, epoch=job.epoch, space=space, limit=backend.plan_size)
-                try:
-                    missing = await self._index_feed.call(job, vault, ask)
-                except StaleEpoch:  # an edit during a long run: vectors are content-addressed, so go on
-                    job.adopt_current_epoch()
-                    continue
-                if batches == 0:
-                    counts["reused"] = missing.embedded
-                counts["missing"] = missing.total_missing
-                self._progress(job, counts)
-                if not missing.keys:
-                    seals.touched |= self._kept.pending(vault)  # rows a load found stale or incomplete
-                    await self._seal(job, vault, space, seals)
-                    return p.IndexReport(**counts, failed=missing.failures)
-                order = await backend.order(job, missing.inputs)
-                plan = [order[first : first + backend.batch_size] for first in range(0, len(order), backend.batch_size)]
-                while plan:
-                    if cut_after is not None and batches >= cut_after:
-                        raise MemoriesError("budget_exceeded", "cut by the cut_after_batches test hook")
-                    job.check_budget()
-                    step, plan = plan[: backend.concurrency], plan[backend.concurrency :]
-                    batches += len(step)
-                    await _all([self._embed_batch(job, vault, space, missing, at, counts, seals) for at in step])
-                    self._progress(job, counts)
-                    if seals.due():
-                        await self._seal(job, vault, space, seals)
+            with contextlib.nullcontext() if background else self._turns.foreground():
+                failed = await self._plans(job, vault, space, background, counts, seals)
+            return p.IndexReport(**counts, failed=failed)
         except MemoriesError as exc:
             if exc.code == "budget_exceeded":
                 with contextlib.suppress(MemoriesError):  # what was embedded is kept for the next run
                     await self._seal(job, vault, space, seals)
                 raise _over_budget(job, counts) from None
             raise
+
+    async def _plans(
+        self,
+        job: VaultJob,
+        vault: VaultRow,
+        space: w.VectorSpace,
+        background: bool,
+        counts: dict[str, int],
+        seals: SealClock,
+    ) -> list[p.EmbedFailure]:
+        """:meth:`embed_missing`'s loop: plan after plan until nothing is missing; the refused chunks."""
+        backend = self._backend
+        batches = 0
+        while True:
+            ask = w.IndexMissing(vault=vault.id, epoch=job.epoch, space=space, limit=backend.plan_size)
+            try:
+                missing = await self._index_feed.call(job, vault, ask)
+            except StaleEpoch:  # an edit during a long run: vectors are content-addressed, so go on
+                job.adopt_current_epoch()
+                continue
+            if batches == 0:
+                counts["reused"] = missing.embedded
+            counts["missing"] = missing.total_missing
+            self._progress(job, counts)
+            if not missing.keys:
+                seals.touched |= self._kept.pending(vault)  # rows a load found stale or incomplete
+                await self._seal(job, vault, space, seals)
+                return missing.failures
+            plan = await backend.batches(job, missing.inputs, background)
+            while plan:
+                if self._cut_after is not None and batches >= self._cut_after:
+                    raise MemoriesError("budget_exceeded", "cut by the cut_after_batches test hook")
+                job.check_budget()
+                step, plan = plan[: backend.concurrency], plan[backend.concurrency :]
+                async with self._turns.background() if background else _foreground() as waited:
+                    if waited:  # a foreground run embedded meanwhile, perhaps some of this plan: plan again
+                        break
+                    await _all([self._embed_batch(job, vault, space, missing, at, counts, seals) for at in step])
+                batches += len(step)
+                self._progress(job, counts)
+                if seals.due():
+                    await self._seal(job, vault, space, seals)
 
     async def _seal(self, job: VaultJob, vault: VaultRow, space: w.VectorSpace, seals: SealClock) -> None:
         """Seal the sets of the records touched since the last seal (kept for later when the cache went away)."""
@@ -255,6 +310,12 @@ async def _all(steps: list[Awaitable[None]]) -> None:
         raise failures[0]
 
 
+@contextlib.asynccontextmanager
+async def _foreground() -> AsyncIterator[bool]:
+    """A foreground step's turn: at once, never waiting (:meth:`EmbeddingTurns.background`'s twin)."""
+    yield False
+
+
 def _over_budget(job: VaultJob, counts: dict[str, int]) -> MemoriesError:
     return MemoriesError(
         "budget_exceeded",
@@ -262,13 +323,3 @@ def _over_budget(job: VaultJob, counts: dict[str, int]) -> MemoriesError:
         f"embedded and {counts['missing']} missing; run it again to continue (finished batches are kept)",
         counts,
     )
-
-
-async def _run_in_background(jobs: JobManager, job: VaultJob, work: Callable[[VaultJob], Awaitable[Any]]) -> None:
-    """Run a background job; its outcome is visible in ``memories jobs`` and never raised into the daemon."""
-    try:
-        await jobs.run(job, work)
-    except MemoriesError as exc:
-        log.info("background job %s ended: %s", job.id, exc.code)
-    except Exception as exc:  # recorded as internal_error by the job manager; the daemon must keep serving
-        log.error("background job %s failed: %s", job.id, type(exc).__name__)

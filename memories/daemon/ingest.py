@@ -25,7 +25,7 @@ import datetime
 import fnmatch
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -168,12 +168,20 @@ class Ingest:
     Args:
         store: the store gate; jobs: the job queue; index_feed: the index worker's caches, refreshed after an
         ingest; epochs: bumped for every card stored; index: the index worker, which parses the notes' titles and
-        front matter (never the supervisor: a note is hostile input).
+        front matter (never the supervisor: a note is hostile input); changed: "a vault changed, keep it embedded"
+        (:meth:`memories.daemon.indexing.Indexing.start_reindex`), told once an ingest job ends having written.
     """
 
     def __init__(
-        self, store: StoreGate, jobs: JobManager, index_feed: IndexFeed, epochs: Epochs, index: WorkerHandle
+        self,
+        store: StoreGate,
+        jobs: JobManager,
+        index_feed: IndexFeed,
+        epochs: Epochs,
+        index: WorkerHandle,
+        changed: Callable[[VaultRow], Awaitable[object]],
     ) -> None:
+        self._changed = changed
         self._store = store
         self._jobs = jobs
         self._index_feed = index_feed
@@ -218,7 +226,13 @@ class Ingest:
                         over_limit = p.ErrorInfo(code=exc.code, message=exc.message, details=exc.details)
             return p.IngestReport(results=results, over_limit=over_limit)
 
-        return await self._jobs.run(job, work)
+        try:
+            return await self._jobs.run(job, work)
+        finally:  # also after a cut or a budget stop: the cards it wrote are a change of the vault
+            wrote = any(card["status"] != "unchanged" for card in job.details.get("stored", []))
+            if wrote and not self._store.locked:
+                with trio.CancelScope(shield=True):  # a moment's work, even for a client that hung up
+                    await self._changed(vault)
 
     async def import_items(
         self,

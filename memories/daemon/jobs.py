@@ -378,8 +378,12 @@ class JobManager:
                         return result
             raise job.stopped()  # the scope swallowed the cancellation of a cut or of the deadline
         except MemoriesError as exc:
+            if job._cut is not None and exc.code != job._cut.code:
+                # A failure that followed a cut is its consequence (a step sent to the worker lock killed): the job
+                # ends with the cut's error, as it would had the step been cancelled.
+                exc = job.stopped()
             self._finish(job, "cancelled" if exc.code == "cancelled" else "failed", exc)
-            raise
+            raise exc from None
         except BaseException:
             self._finish(job, "failed", MemoriesError("internal_error", "the job failed unexpectedly"))
             raise
@@ -453,7 +457,9 @@ class JobManager:
         return states.count("queued"), states.count("running")
 
     def running(self) -> bool:
-        return bool(self._active)
+        """Whether a job someone waits for is queued or running. The daemon's own background jobs do not count:
+        they must never keep the home from its idle auto-lock (they are cut by it, and their work is kept)."""
+        return any(not job.background for job in self._active.values())
 
     def _finish(self, job: Job, state: p.JobState, error: MemoriesError | None) -> None:
         if job.id not in self._active:

@@ -11,6 +11,7 @@ files on disk change after they were loaded, every reply says a restart is neede
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -60,6 +61,9 @@ class Models:
         self._loaded: w.ModelLoaded | None = None
         self._fingerprint: Fingerprint | None = None
         self._unverified = False
+        self.on_installed: Callable[[], None] = lambda: None
+        """Called when ``rag model-install`` has finished well (the daemon then starts the background index of the
+        vaults that miss vectors, ``[rag] auto_index``)."""
 
     def handlers(self) -> Handlers:
         """The requests this module answers."""
@@ -195,7 +199,9 @@ class Models:
                         raise
             return p.InstallReport(path=str(self.path), files=reply.files)
 
-        return await self._jobs.run(job, work)
+        report = await self._jobs.run(job, work)
+        self.on_installed()
+        return report
 
     def load_warnings(self) -> list[str]:
         """What the embedder said when it loaded (threads above the machine's cores, telemetry switches), and

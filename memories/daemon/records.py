@@ -2,10 +2,14 @@
 ``memory add|read|list|update|delete|move``.
 
 Each runs its store work through the store gate (:class:`StoreGate`) and marks the vault changed afterwards, so
-every cache of it is stale from the next request on (R-19).
+every cache of it is stale from the next request on (R-19); an add, update or move also tells the background index
+(:meth:`memories.daemon.indexing.Indexing.start_reindex`), which embeds the new text by itself (``[rag]
+auto_index``).
 """
 
 from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
 
 from memories import protocol as p
 from memories import worker_protocol as w
@@ -17,6 +21,7 @@ from memories.daemon.store_gate import StoreGate
 from memories.daemon.views import record_summary, record_view, vault_info
 from memories.daemon.workers import WorkerHandle
 from memories.errors import MemoriesError
+from memories.vault.store import VaultRow
 
 
 class Records:
@@ -24,10 +29,20 @@ class Records:
 
     Args:
         store: the store gate; epochs: bumped by every change; jobs: a deleted vault's jobs are cancelled;
-        grants: a deleted vault's grants are revoked; index: the index worker, which drops a deleted vault's cache.
+        grants: a deleted vault's grants are revoked; index: the index worker, which drops a deleted vault's cache;
+        changed: "a vault changed, keep it embedded" (:meth:`memories.daemon.indexing.Indexing.start_reindex`).
     """
 
-    def __init__(self, store: StoreGate, epochs: Epochs, jobs: JobManager, grants: Grants, index: WorkerHandle) -> None:
+    def __init__(
+        self,
+        store: StoreGate,
+        epochs: Epochs,
+        jobs: JobManager,
+        grants: Grants,
+        index: WorkerHandle,
+        changed: Callable[[VaultRow], Awaitable[object]],
+    ) -> None:
+        self._changed = changed
         self._store = store
         self._epochs = epochs
         self._jobs = jobs
@@ -109,6 +124,7 @@ class Records:
             vault, request.kind, request.sensitivity, request.title, request.body, request.meta
         )
         self._epochs.bump(vault.id)
+        await self._changed(vault)
         return p.RecordRef(id=record_id, revision=revision)
 
     async def _memory_read(self, request: p.MemoryRead, ctx: RequestContext) -> p.Result:
@@ -133,6 +149,7 @@ class Records:
             revision=request.revision,
         )
         self._epochs.bump(vault.id)
+        await self._changed(vault)
         return p.RecordRef(id=record_id, revision=revision)
 
     async def _memory_delete(self, request: p.MemoryDelete, ctx: RequestContext) -> p.Result:
@@ -147,4 +164,5 @@ class Records:
         revision = await self._store.move(vault, request.id, target)
         self._epochs.bump(vault.id)
         self._epochs.bump(target.id)
+        await self._changed(target)
         return p.RecordRef(id=request.id, revision=revision)

@@ -210,7 +210,7 @@ class Retrieval:
             if checked.terms:
                 space = await backend.space()
                 if explain is None:
-                    await self._embedding.prepare(job, vault, space)
+                    await self._embedding.prepare(job, vault, space, ctx)
                 await check_current_policy(self._store, vault, backend.egress_url, "rag.embedding")
                 vector = await backend.embed_query(job, request.query)
         query = w.IndexQuery(
@@ -310,6 +310,7 @@ class Retrieval:
         and their explanations when asked. Damaged records (failed authentication) are left out, with a warning
         naming each."""
         reply = await self._index_feed.call(job, vault, msgspec.structs.replace(query, epoch=job.epoch))
+        await self._embedding.searched(vault)  # its cache is warmed at the next unlock
         if self._jobs.active_jobs("ingest", vault.id):
             ctx.warn(f"an ingest into {vault.name} is in progress: these results are from the notes stored so far")
         # Defence in depth: the worker only ever held eligible records, but check against the catalog right now.

@@ -1,12 +1,13 @@
-"""What a search embeds and which mode it runs in when none is asked for (R-26).
+"""What a search embeds and which mode it runs in when none is asked for (R-26, issue 19).
 
-- *Default mode*: ``hybrid`` when the embedding backend is usable, may see the vault, and the vault is (nearly)
-  embedded (at most :data:`ON_DEMAND_DEFAULT` chunks missing, chunks the service refused not counted), else
-  ``bm25`` with a warning saying why: a search never embeds a whole vault through a paid API.
-- *Before a vector or hybrid query*, the vault's missing inputs are embedded on demand.
-
-Kept apart from :mod:`memories.daemon.retrieval` (which runs the query and its rerankers): this is the part that
-changes with how and when vectors are made.
+- *Default mode*: ``hybrid`` when the embedding backend is usable, may see the vault, and either the vault is
+  (nearly) embedded (at most :data:`ON_DEMAND_DEFAULT` chunks missing, embedded on demand), or its background index
+  job runs and at least :data:`HYBRID_WHILE_EMBEDDING` of its inputs have a vector (hybrid over the embedded part);
+  else ``bm25``, with a warning saying why. A search never embeds a whole vault through a paid API.
+- *While a background index job runs*, a vector or hybrid search does not embed the missing inputs itself (the job
+  does): it searches what is embedded and says how much that is. This departs from R-26 ("vector and hybrid
+  retrieval also embed missing chunks on demand") for that case only: the job is already embedding them, and a
+  search that did too would wait behind minutes of batches.
 """
 
 from __future__ import annotations
@@ -18,35 +19,45 @@ from memories.daemon.context import RequestContext
 from memories.daemon.egress import leaves_device
 from memories.daemon.index_feed import IndexFeed
 from memories.daemon.indexing import Indexing
-from memories.daemon.jobs import VaultJob
+from memories.daemon.jobs import Job, VaultJob
+from memories.daemon.warm_up import RecentVaults
 from memories.errors import MemoriesError
 from memories.vault.store import VaultRow
 
 ON_DEMAND_DEFAULT = 64
-"""When no mode is asked for, hybrid is chosen only if at most this many chunks still need embedding on demand;
-otherwise the search runs in bm25 mode with a warning to run ``rag index`` (a real model embeds a few chunks per
-second on a laptop, R-26)."""
+"""When no mode is asked for and no background index job runs, hybrid is chosen only if at most this many chunks
+still need embedding on demand; otherwise bm25 with a warning to run ``rag index`` (a real model embeds a few
+chunks per second on a laptop, R-26)."""
+
+HYBRID_WHILE_EMBEDDING = 0.5
+"""While the vault's background index job runs, the default mode is hybrid over the embedded part once at least
+this share of its inputs have a vector, else bm25 (``ops/bench/partial.py`` measures both on the development sets
+at each share embedded)."""
 
 
 class SearchEmbedding:
     """The embedding step of searches.
 
     Args:
-        backend: the embedding backend; index_feed: the index worker's caches; indexing: on-demand embedding.
+        backend: the embedding backend; index_feed: the index worker's caches; indexing: on-demand embedding and the
+        vaults' background index jobs; recent: the vaults searched most recently (warmed at unlock).
     """
 
-    def __init__(self, backend: EmbeddingBackend, index_feed: IndexFeed, indexing: Indexing) -> None:
+    def __init__(
+        self, backend: EmbeddingBackend, index_feed: IndexFeed, indexing: Indexing, recent: RecentVaults
+    ) -> None:
         self._backend = backend
         self._index_feed = index_feed
         self._indexing = indexing
+        self._recent = recent
+
+    async def searched(self, vault: VaultRow) -> None:
+        """Remember that ``vault`` was searched (its cache is warmed at the next unlock)."""
+        await self._recent.searched(vault)
 
     async def default_mode(self, job: VaultJob, vault: VaultRow, ctx: RequestContext) -> p.SearchMode:
         """The mode of a search that asked for none (see the module's docstring), with a warning when a model is
-        usable but hybrid was not possible.
-
-        Raises:
-            MemoriesError: the index worker's failures (the model's own failure to load is a warning, not raised).
-        """
+        usable but hybrid was not possible."""
         backend = self._backend
         if not await backend.available():
             return "bm25"
@@ -58,20 +69,52 @@ class SearchEmbedding:
         except MemoriesError as exc:
             ctx.warnings.append(f"searching with bm25: the embedding model does not load ({exc.message})")
             return "bm25"
-        ask = w.IndexMissing(vault=vault.id, epoch=job.epoch, space=space, limit=0)
-        missing = await self._index_feed.call(job, vault, ask)
-        if missing.total_missing > ON_DEMAND_DEFAULT:
+        missing = await self._missing(job, vault, space)
+        running = self._indexing.background_job(vault)
+        if running is None:
+            if missing.total_missing <= ON_DEMAND_DEFAULT:
+                return "hybrid"
             ctx.warnings.append(
                 f"searching with bm25: {missing.total_missing} chunks have no vector yet; run "
                 f"`memories rag index {vault.name} --background` for hybrid search"
             )
             return "bm25"
-        return "hybrid"
+        inputs = missing.embedded + missing.total_missing
+        if not missing.total_missing or missing.embedded >= HYBRID_WHILE_EMBEDDING * inputs:
+            return "hybrid"
+        ctx.warnings.append(
+            f"searching with bm25: {missing.embedded:,} of {inputs:,} chunks have a vector so far; "
+            f"{_pace(running)} embeds the rest"
+        )
+        return "bm25"
 
-    async def prepare(self, job: VaultJob, vault: VaultRow, space: w.VectorSpace) -> None:
-        """Before a vector or hybrid query: embed the vault's missing inputs in ``space`` on demand (R-26).
+    async def _missing(self, job: VaultJob, vault: VaultRow, space: w.VectorSpace) -> w.MissingInputs:
+        """How many of the vault's inputs have a vector in ``space`` and how many are missing (the cache brought
+        to the job's epoch, its kept vectors loaded)."""
+        return await self._index_feed.call(
+            job, vault, w.IndexMissing(vault=vault.id, epoch=job.epoch, space=space, limit=0)
+        )
 
-        Raises:
-            MemoriesError: the embedding backend's failures, ``budget_exceeded``.
-        """
-        await self._indexing.embed_missing(job, vault, space)
+    async def prepare(self, job: VaultJob, vault: VaultRow, space: w.VectorSpace, ctx: RequestContext) -> None:
+        """Before a vector or hybrid query: embed the vault's missing inputs on demand (R-26), unless its background
+        index job runs; then say how much of the vault the search covers."""
+        running = self._indexing.background_job(vault)
+        if running is None:
+            await self._indexing.embed_missing(job, vault, space)
+            return
+        missing = await self._missing(job, vault, space)
+        if missing.total_missing:
+            inputs = missing.embedded + missing.total_missing
+            ctx.warn(
+                f"searched the {missing.embedded:,} of {inputs:,} chunks that have a vector; {_pace(running)} embeds "
+                f"the other {missing.total_missing:,}"
+            )
+
+
+def _pace(job: Job) -> str:
+    """``background job 12 (about 3 min left)``, as far as it is known."""
+    left = job.seconds_left()
+    if left is None:
+        return f"background job {job.id}"
+    minutes = round(left / 60)
+    return f"background job {job.id} (about {f'{minutes} min' if minutes else f'{round(left)} s'} left)"

@@ -266,3 +266,12 @@ class StoreGate:
     async def forget_vectors(self) -> int:
         """Delete every vector row of the home (``[rag] keep_vectors = false``, at start; no key needed)."""
         return await self.run(self._records.vectors.forget_all)
+
+    async def recent_vaults(self) -> list[str]:
+        """The ids of the vaults searched most recently (:meth:`memories.vault.vaults.Vaults.recent`)."""
+        return await self.run(self._records.vaults.recent)
+
+    async def remember_search(self, vault: VaultRow) -> list[str]:
+        """Put the vault first among those searched most recently
+        (:meth:`memories.vault.vaults.Vaults.remember_search`)."""
+        return await self.run(self._records.vaults.remember_search, vault.id)

@@ -13,14 +13,15 @@ the request types it answers) and locks the home::
             ├─ KeptVectors(store, index)                     vectors sealed in the home
             ├─ IndexFeed(store, index, kept)
             ├─ Indexing(store, jobs, index_feed, backend, index, kept)
-            ├─ Retrieval(store, jobs, index_feed, backend, SearchEmbedding(backend, index_feed, indexing), index,
-            │            remote)
+            ├─ RecentVaults(store), WarmUp(store, indexing, backend)   after unlock: warm caches, embed
+            ├─ SearchEmbedding(backend, index_feed, indexing, recent)  default mode, embedding of searches
+            ├─ Retrieval(store, jobs, index_feed, backend, search_embedding, index, remote)
             ├─ IndexStatus(store, jobs, index_feed, backend, index, kept)   rag status
             ├─ Asking(store, jobs, retrieval, remote)        rag ask
             ├─ Bench(store, jobs, index_feed, backend, retrieval)   rag bench
-            ├─ Ingest(store, jobs, index_feed, epochs, index)   notes parsed in the index worker
+            ├─ Ingest(store, jobs, index_feed, epochs, index, indexing.start_reindex)   notes parsed in the index worker
             ├─ FolderWatches(store, jobs, epochs, ingest, index_feed, indexing)   rag watch; active while unlocked
-            ├─ Records(store, epochs, jobs, grants, index)
+            ├─ Records(store, epochs, jobs, grants, index, indexing.start_reindex)
             ├─ Tools(store, grants, retrieval, asking, index_status)   MCP calls through a grant
             ├─ GrantRequests(store, grants, tools)           grant create|list|revoke
             └─ SyncRequests(store, jobs, epochs, index_feed, indexing, Sync(RecordStore))   sync init|join|push|pull|
@@ -65,6 +66,7 @@ from memories.daemon.server import Answering, Connection, serve_socket
 from memories.daemon.store_gate import StoreGate
 from memories.daemon.sync import SyncRequests, crash_after
 from memories.daemon.tools import Tools
+from memories.daemon.warm_up import RecentVaults, WarmUp
 from memories.daemon.watch import FileWatch
 from memories.daemon.workers import Spawn, WorkerSet, process_spawner
 from memories.errors import MemoriesError
@@ -144,31 +146,25 @@ class Daemon:
         budget = config.daemon.job_budget_seconds
         self.embedding = embedding_backend(rag, self.models, self.workers.remote, budget)
         self.watch = FileWatch(home.config_path, self.models)
-        self.kept = KeptVectors(self.store, self.workers.index, rag.keep_vectors)
-        self.index_feed = IndexFeed(self.store, self.workers.index, self.kept)
+        store, jobs, index, backend = self.store, self.jobs, self.workers.index, self.embedding
+        self.kept = KeptVectors(store, index, rag.keep_vectors)
+        self.index_feed = IndexFeed(store, index, self.kept)
         cut_after = hooks.cut_after_batches if hooks else None
         start_soon = self.start_soon
-        self.indexing = Indexing(
-            self.store, self.jobs, self.index_feed, self.embedding, self.workers.index, self.kept, cut_after, start_soon
-        )
+        self.indexing = Indexing(store, jobs, self.index_feed, backend, index, self.kept, rag, cut_after, start_soon)
+        self.recent = RecentVaults(store)
+        self.warm_up = WarmUp(store, self.indexing, backend, rag.auto_index)
+        self.models.on_installed = lambda: self.start_soon(self.warm_up.catch_up)
+        search = SearchEmbedding(backend, self.index_feed, self.indexing, self.recent)
         self.retrieval = Retrieval(
-            self.store,
-            self.jobs,
-            self.index_feed,
-            self.embedding,
-            SearchEmbedding(self.embedding, self.index_feed, self.indexing),
-            self.workers.index,
-            self.workers.remote,
-            rag,
-            budget,
+            store, jobs, self.index_feed, backend, search, index, self.workers.remote, rag, budget
         )
         self.asking = Asking(self.store, self.jobs, self.retrieval, self.workers.remote, rag, home.config_path, budget)
         self.bench = Bench(self.store, self.jobs, self.index_feed, self.embedding, self.retrieval)
-        self.ingest = Ingest(self.store, self.jobs, self.index_feed, self.epochs, self.workers.index)
-        self.records = Records(self.store, self.epochs, self.jobs, self.grants, self.workers.index)
-        self.index_status = IndexStatus(
-            self.store, self.jobs, self.index_feed, self.embedding, self.workers.index, self.kept
-        )
+        changed = self.indexing.start_reindex
+        self.ingest = Ingest(self.store, self.jobs, self.index_feed, self.epochs, self.workers.index, changed)
+        self.records = Records(self.store, self.epochs, self.jobs, self.grants, self.workers.index, changed)
+        self.index_status = IndexStatus(store, jobs, self.index_feed, backend, index, self.kept)
         self.tools = Tools(self.store, self.grants, self.retrieval, self.asking, self.index_status)
         between_writes = crash_after(hooks.kill_after_payloads if hooks else None)
         self.sync = SyncRequests(
@@ -305,6 +301,7 @@ class Daemon:
         self.folders.stop_all()
         async with self.store.exclusive():
             self.store.drop_keys()
+            self.recent.forget()
             self.epochs.bump_all()  # again, for the jobs and caches of requests that came in meanwhile
             self.jobs.cancel_where("vault_locked")
             self.workers.kill_plaintext()
@@ -394,6 +391,7 @@ class Daemon:
                     "(remove it once all is well: it still holds what you delete from now on)"
                 )
             await self.folders.start_all()  # each watch catches up with what changed while locked
+            self.start_soon(self.warm_up.catch_up)  # warm recent caches, embed what is missing (auto_index)
         else:
             # Already unlocked: still prove the passphrase, so `unlock` never succeeds with a wrong one.
             await self.store.verify_passphrase(request.passphrase)

@@ -5,8 +5,8 @@ Push and pull are jobs (shown in ``memories jobs``); their file and store work r
 (:class:`memories.sync.engine.Sync`). A pull that changed a vault bumps its epoch, which invalidates its cached
 index and makes the late results of jobs that started before it stale (they are dropped and run again; R-19,
 R-45), then starts a background index job with no client that brings the index up to date, and the embeddings
-when the embedding backend can embed (:meth:`Indexing.start_reindex`; with no model installed, the BM25 index
-alone). A pull that changed nothing bumps nothing and starts nothing.
+when the daemon embeds the vault by itself (:meth:`Indexing.start_reindex`, ``[rag] auto_index``; otherwise the
+BM25 index alone). A pull that changed nothing bumps nothing and starts nothing.
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ class SyncRequests:
         if changed:
             self._index_feed.resend(vault, changed)
             self._epochs.bump(vault.id)
-            self._indexing.start_reindex(vault)
+            await self._indexing.start_reindex(vault, refresh=True)
         return state
 
     async def folders(self) -> list[str]:

@@ -10,6 +10,8 @@ import sqlite3
 import time
 import unicodedata
 
+import msgspec
+
 from memories import crypto
 from memories.errors import MemoriesError
 from memories.vault.catalog import Catalog
@@ -17,6 +19,11 @@ from memories.vault.heads import Heads, HeadSet, is_live, seal_heads
 from memories.vault.keys import Keyring
 from memories.vault.rules import check_name, new_id
 from memories.vault.store import Store, VaultRow
+
+RECENT = 2
+"""Vaults remembered as searched most recently: as many as the index worker caches (R-21), warmed at unlock."""
+
+_RECENT = "recent_vaults"
 
 
 class Vaults:
@@ -115,6 +122,29 @@ class Vaults:
         self._catalog.forget(vault.id)
         self._heads.forget(vault.id)
         return count
+
+    def recent(self) -> list[str]:
+        """The ids of the vaults searched most recently, most recent first (at most :data:`RECENT`), as sealed
+        under the master key by :meth:`remember_search` (``[]`` when none were, or the setting does not open).
+        Raises ``vault_locked``."""
+        sealed = self._store.get_setting(_RECENT)
+        if sealed is None:
+            return []
+        try:
+            opened = crypto.open_sealed(self._keys.master(), sealed, crypto.setting_aad(_RECENT))
+            return msgspec.msgpack.decode(opened, type=list[str])[:RECENT]
+        except (MemoriesError, msgspec.DecodeError, msgspec.ValidationError) as exc:
+            if isinstance(exc, MemoriesError) and exc.code == "vault_locked":
+                raise
+            return []
+
+    def remember_search(self, vault_id: str) -> list[str]:
+        """Put ``vault_id`` first among the vaults searched most recently (sealed under the master key: which
+        vaults a person searches is theirs to know); returns the new order. Raises ``vault_locked``."""
+        order = [vault_id, *(other for other in self.recent() if other != vault_id)][:RECENT]
+        sealed = crypto.seal(self._keys.master(), msgspec.msgpack.encode(order), crypto.setting_aad(_RECENT))
+        self._store.put_settings({_RECENT: sealed})
+        return order
 
     def all(self) -> list[VaultRow]:
         """Every vault, oldest first (named ``all``: a method ``list`` would shadow the builtin in this class's

@@ -194,7 +194,7 @@ def daemon_throughput(
     """
     config = (
         f"[daemon]\njob_budget_seconds = 86400\n"
-        f"[rag]\nlocal_model_dir = '{model_dir}'\nlocal_threads = {threads}\n"
+        f"[rag]\nlocal_model_dir = '{model_dir}'\nlocal_threads = {threads}\nauto_index = 'off'\n"
         f"embed_batch_size = {batch_size}\nmax_tokens = {max_tokens}\n"
     )
     titles = [f"note {number}" for number in range(len(texts))]

@@ -232,6 +232,7 @@ def run_product(
     the heading check's with ``--headings``); per-row scores and what the index held."""
     config = (
         f"[daemon]\njob_budget_seconds = 86400\n[rag]\nlocal_model_dir = '{model_dir}'\nlocal_threads = {threads}\n"
+        "auto_index = 'off'\n"
     )
     with tempfile.TemporaryDirectory(prefix="memories-quality-") as scratch, BenchHome(config) as home:
         folder = benchmark.folder

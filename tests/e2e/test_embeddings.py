@@ -27,7 +27,7 @@ NOTES = {
     "sql": "Transaction isolation levels: read committed, repeatable read, serializable; phantom reads.",
     "ssh": "SSH port forwarding: local, remote and dynamic forwarding with ssh -D for a SOCKS proxy.",
 }
-RAG = "[rag]\nlocal_threads = 1\nembed_batch_size = 2\n"
+RAG = '[rag]\nlocal_threads = 1\nembed_batch_size = 2\nauto_index = "off"\n'
 
 
 FINISHED = ("done", "failed", "cancelled")
@@ -257,7 +257,7 @@ def test_a_broken_local_model_dir_is_model_invalid(home: HomeDir, tiny_model: Ti
     (broken / "onnx" / "model_q4.onnx").write_bytes(b"not a graph")
     (broken / "onnx" / "model_q4.onnx_data").write_bytes(b"")
     (broken / "tokenizer.json").write_text("{}")
-    home.config.write_text(home.config.read_text() + f"[rag]\nlocal_model_dir = '{broken}'\n")
+    home.config.write_text(home.config.read_text() + f"[rag]\nlocal_model_dir = '{broken}'\nauto_index = 'off'\n")
     initialize(home)
     home.ok("memory", "add", "notes", "--title", "t", "--body", "some text")
     home.fails("model_invalid", "rag", "search", "notes", "text", "--mode", "vector")

@@ -40,7 +40,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory, tiny_model: TinyModel) -> Iter
     root = tmp_path_factory.mktemp("explain-bench")
     home = HomeDir(root / "home")
     home.path.mkdir(mode=0o700)
-    home.config.write_text(FAST_KDF + "[rag]\nlocal_threads = 1\n")
+    home.config.write_text(FAST_KDF + "[rag]\nlocal_threads = 1\nauto_index = 'off'\n")
     with_hooks(home, model_manifest=str(tiny_model.manifest_path))
     notes = root / "notes"
     notes.mkdir()

@@ -27,7 +27,9 @@ QUERIES = ("ownership rules", "port forwarding")
 
 
 def _home(home: HomeDir, tiny: TinyModel, rag: str = "") -> HomeDir:
-    home.config.write_text(home.config.read_text() + "[rag]\nlocal_threads = 1\nembed_batch_size = 2\n" + rag)
+    home.config.write_text(
+        home.config.read_text() + "[rag]\nlocal_threads = 1\nembed_batch_size = 2\nauto_index = 'off'\n" + rag
+    )
     with_hooks(home, model_manifest=str(tiny.manifest_path))
     initialize(home)
     home.ok("rag", "model-install", "--from", str(tiny.model_dir))

@@ -198,7 +198,9 @@ def test_a_pull_that_changes_the_vault_reindexes_it_in_the_background(tmp_path: 
     a, b = _home(tmp_path, "a"), _home(tmp_path, "b")
     folder = tmp_path / "shared"
     for home in (a, b):
-        home.config.write_text(home.config.read_text() + "[rag]\nlocal_threads = 1\nembed_batch_size = 2\n")
+        home.config.write_text(
+            home.config.read_text() + "[rag]\nlocal_threads = 1\nembed_batch_size = 2\nauto_index = 'local'\n"
+        )
     with_hooks(b, model_manifest=str(tiny_model.manifest_path), step_delay_seconds={"IndexQuery": 5.0})
     try:
         initialize(a)

@@ -32,7 +32,7 @@ async def test_a_pull_that_changes_the_vault_reindexes_it_in_the_background_with
     folder = tmp_path / "shared"
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
-    async with running_middle(tmp_path / "a") as a, running_middle(tmp_path / "b") as b:
+    async with running_middle(tmp_path / "a") as a, running_middle(tmp_path / "b", auto_index="local") as b:
         await a.ok(p.SyncInit(vault="notes", folder=str(folder), passphrase=SYNC_PASSPHRASE))
         joined = await b.ok(p.SyncJoin(folder=str(folder), passphrase=SYNC_PASSPHRASE, name="shared"))
         note = await a.add("ferns grow in shade")
@@ -46,7 +46,7 @@ async def test_a_pull_that_changes_the_vault_reindexes_it_in_the_background_with
         assert (await b.ok(p.SyncPull(vault="shared"))).imported == 0
         assert len(await _index_jobs(b)) == 1
 
-        # With a model, the same job embeds what the pull brought.
+        # With a model (and [rag] auto_index = "local"), the same job embeds what the pull brought.
         b.fake_model(lambda batch: w.Vectors(vectors=bytes(16 * len(batch.inputs)), dimension=4))
         second = await a.add("mosses grow in shade too")
         await a.ok(p.SyncPush(vault="notes"))

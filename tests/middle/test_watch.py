@@ -522,12 +522,13 @@ async def test_two_devices_watching_one_synced_notes_folder_make_one_card_per_no
 
 
 async def test_a_watch_embeds_its_changes_and_never_sends_a_device_only_vaults_text(tmp_path: Path) -> None:
-    """With [rag.embedding] set, a watched folder's new note is embedded by the background index; a device-only
-    vault's is not sent (the index is brought up to date, nothing leaves, and the index job ends well)."""
+    """With [rag.embedding] set and ``auto_index = "always"``, a watched folder's new note is embedded by the
+    background index; a device-only vault's is not sent (its index is brought up to date, nothing leaves, and no
+    index job is started for it)."""
     embedding = EmbeddingConfig(
         protocol="compatible", url="https://models.invalid.example/v1/embeddings", model="m", dimensions=4
     )
-    async with running_middle(tmp_path, RagConfig(embedding=embedding)) as middle:
+    async with running_middle(tmp_path, RagConfig(embedding=embedding), auto_index="always") as middle:
         sent: list[w.RemoteEmbed] = []
 
         def embed(request: w.RemoteEmbed) -> w.RemoteVectors:
@@ -550,10 +551,14 @@ async def test_a_watch_embeds_its_changes_and_never_sends_a_device_only_vaults_t
         other = notes(tmp_path / "private", 2)
         await middle.ok(p.RagWatch(vault="private", folder=str(other)))
 
-        async def indexed() -> bool:
-            jobs = [job for job in (await middle.ok(p.Jobs())).jobs if job.kind == "index"]
-            return len(jobs) >= 2 and all(job.state in ("done", "failed") for job in jobs)
+        async def scanned() -> bool:
+            jobs = (await middle.ok(p.Jobs())).jobs
+            watched = [job for job in jobs if job.kind == "watch" and job.vault_name == "private"]
+            return bool(watched) and all(job.state in ("done", "failed") for job in jobs)
 
-        await poll(indexed, "the device-only vault's index job")
-        jobs = [job for job in (await middle.ok(p.Jobs())).jobs if job.kind == "index"]
-        assert [job.state for job in jobs] == ["done"] * len(jobs) and len(sent) == before
+        await poll(scanned, "the device-only vault's scan")
+        jobs = (await middle.ok(p.Jobs())).jobs
+        assert all(job.state == "done" for job in jobs) and len(sent) == before
+        assert not [job for job in jobs if job.kind == "index" and job.vault_name == "private"]
+        status = await middle.ok(p.RagStatus(vault="private"))
+        assert (status.chunks, status.embedded) == (2, 0)
