@@ -7,7 +7,8 @@ file system events from watchfiles (inotify, FSEvents, ReadDirectoryChangesW thr
 debounced there (a burst ends after 50 ms without an event, or after 1.6 s), and scans again. Events only say
 *that* something changed: each scan compares the whole folder with what the watch imported (size, modification
 time, inode per file), so a missed event, a folder moved within, or a ``git pull`` of a thousand files is one
-correct scan. A scan is a background job of kind ``watch`` (``memories jobs``): the changed files go through the
+correct scan. A scan is a background job of kind ``watch`` (``memories jobs``, unless it found nothing to do: the
+quiet scan every 5 minutes would push every other job out of the list): the changed files go through the
 ingest job's own import (:meth:`memories.daemon.ingest.Ingest.import_items`: the same rules, the same card
 identity, the ``moved`` rule for renames), gone files through the deletion rules (:mod:`memories.daemon.folder_scan`),
 then the index is brought up to date and the background index embeds the new chunks
@@ -283,6 +284,7 @@ class FolderWatches:
                 over_limit = await self._refresh(job, vault, watch)
             watch.last_scan = now
             await self._store.put_watch(vault, watch)
+            job.recorded = bool(results) or not job.background
             return p.WatchReport(watch=self._info(vault, watch), results=results, over_limit=over_limit), bool(
                 planned.follow_up
             )

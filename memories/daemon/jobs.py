@@ -107,6 +107,8 @@ class Job:
             of the error the job ends with.
         guards: conditions of the acceptance check besides cut, lock and epoch (see :data:`Guard`).
         finished: set once the job is done, failed or cancelled.
+        recorded: ``False``: once done, the job is left out of the history (``memories jobs``): a watched folder's
+            background scan that found nothing to do (one every 5 minutes while idle) would push out every other.
     """
 
     def __init__(
@@ -130,6 +132,7 @@ class Job:
         self.guards: list[Guard] = []
         self.interrupted_step: WorkerHandle | None = None
         self.background = False
+        self.recorded = True
         self._cut: MemoriesError | None = None
         self._last_event = -math.inf
         self._samples: deque[tuple[float, int]] = deque()
@@ -467,5 +470,6 @@ class JobManager:
         job.state = state
         job.error = p.ErrorInfo(code=error.code, message=error.message) if error else None
         del self._active[job.id]
-        self._history.append(job)
+        if job.recorded or state != "done":
+            self._history.append(job)
         job.finished.set()

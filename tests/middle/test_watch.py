@@ -117,6 +117,30 @@ async def test_edits_additions_renames_and_moves_keep_their_cards(middle: Middle
     assert listed.meta["source"] == "renamed.md"
 
 
+async def test_memories_jobs_lists_the_scans_that_did_something(middle: Middle, tmp_path: Path, clock: Clock) -> None:
+    """A background scan that found nothing to do (the quiet scan every 5 minutes, an event about no note) is left
+    out of ``memories jobs``, whose history (50 jobs) it would fill in hours; a change or a pause is listed."""
+    folder = notes(tmp_path / "notes", 2)
+    await register(middle, folder)
+
+    async def watch_jobs() -> list[str]:
+        return [job.state for job in (await middle.ok(p.Jobs())).jobs if job.kind == "watch"]
+
+    assert await watch_jobs() == ["done"]  # the registration's own scan, which a client asked for
+    for _ in range(3):
+        clock.now += 300
+        await scan(middle)
+    assert await watch_jobs() == ["done"]
+    (folder / "n000.md").write_text("# Note 0\n\nedited\n")
+    clock.now += 1
+    await scan(middle)
+    assert await watch_jobs() == ["done", "done"]
+    folder.rename(tmp_path / "away")
+    with pytest.raises(MemoriesError):
+        await scan(middle)
+    assert await watch_jobs() == ["done", "done", "failed"]
+
+
 async def test_a_note_deleted_and_another_made_with_its_inode_is_no_rename(
     middle: Middle, tmp_path: Path, clock: Clock
 ) -> None:
