@@ -66,14 +66,16 @@ def record_date(meta: dict[str, str], created: float) -> float:
 
 
 def listed(records: list[ListedRecord], search: w.SearchFilter | None) -> list[ListedRecord]:
-    """The rows of a listing ``search`` admits (a damaged record, whose header cannot be read, never)."""
+    """The rows of a listing ``search`` admits, and every damaged record whose header cannot be read: no filter can
+    decide about it, and the listing is where damage shows (:meth:`memories.vault.catalog.Catalog.summaries` lists
+    damaged records whatever the kind asked)."""
     if search is None:
         return records
     return [
         record
         for record in records
-        if record.kind is not None
-        and admits(
+        if record.kind is None
+        or admits(
             search,
             RecordFacts(
                 record.kind,

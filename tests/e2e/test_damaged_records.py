@@ -57,6 +57,8 @@ def test_a_tampered_header_is_listed_without_a_title_and_the_rest_still_works(va
         "title": None,
         "damaged": True,
         "conflict": False,
+        "missing": False,
+        "date": None,
     }
     assert listed[good]["title"] == "Good"
     assert bad in str(vault.ok("memory", "list", "notes", "--kind", "card"))  # listed whatever the kind asked

@@ -12,10 +12,11 @@ import pytest
 
 from memories import protocol as p
 from memories import worker_protocol as w
-from memories.daemon.filters import record_date, search_filter
+from memories.daemon.filters import listed, record_date, search_filter
 from memories.errors import MemoriesError
 from memories.rag.filters import RecordFacts, admits, source_matches
 from memories.rag.pipeline import VaultCache
+from memories.vault.views import ListedRecord
 
 SPACE = w.VectorSpace(key="test-space", recipe=w.InputRecipe(prefix="title: {title} | text: "))
 WIDTH = 8
@@ -198,6 +199,17 @@ def test_a_nested_tag_counts_for_its_parents_only() -> None:
         (["projects/lanterns/v2/draft"], False),
     ]:
         assert admits(w.SearchFilter(tags=tags), facts) is admitted, tags
+
+
+def test_a_listing_filters_its_rows_and_keeps_a_record_whose_header_is_damaged() -> None:
+    rows = [
+        ListedRecord("a", 1, "card", "general", "Dated", created=_day("2020-01-01"), meta={"date": "2025-03-01"}),
+        ListedRecord("b", 1, "memory", "general", "Old", created=_day("2020-01-01"), meta={}),
+        ListedRecord("c", 1, None, None, None, damaged=True),  # no filter can decide about it: the listing shows it
+    ]
+    assert [r.id for r in listed(rows, w.SearchFilter(since=_day("2025-01-01")))] == ["a", "c"]
+    assert [r.id for r in listed(rows, w.SearchFilter(kind="memory"))] == ["b", "c"]
+    assert listed(rows, None) == rows
 
 
 def test_source_globs() -> None:
