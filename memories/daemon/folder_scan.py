@@ -125,11 +125,18 @@ def scan(watch: Watch, unreadable: Callable[[str], bool]) -> Listing:
         )
     except OSError as exc:
         raise FolderProblem(f"the folder {watch.folder} cannot be read: {exc.strerror}") from None
+    resolved: set[str] = set()
     for item in walked:
         if not isinstance(item, Candidate):
             if item.status == "refused":
                 listing.reported.append(item)
             continue
+        # A file reached twice (a link to another note of the folder) is read once, where it is first found, as
+        # ``rag ingest`` reads it: read under both names, its card would take each name in turn at every change.
+        real = os.path.realpath(item.path) if os.path.islink(item.path) else str(item.path)
+        if real in resolved:
+            continue
+        resolved.add(real)
         try:
             stat = os.stat(item.path)
         except OSError:  # gone between the walk and now: the next scan sees it absent

@@ -411,6 +411,20 @@ async def test_a_refused_file_is_reported_once_and_temporary_files_are_not_notes
     assert (fixed.watch.refused, fixed.watch.error) == (0, None)  # the problem shown is the folder's now
 
 
+async def test_a_note_and_a_link_to_it_are_one_card_read_once(middle: Middle, tmp_path: Path, clock: Clock) -> None:
+    """As ``rag ingest`` does, a file reached twice (a symbolic link to a note of the folder) is read once, where it
+    is first found: an edit is one revision, not two that move the card from one name to the other."""
+    folder = notes(tmp_path / "notes", 1)
+    (folder / "a-link.md").symlink_to(folder / "n000.md")
+    first = await register(middle, folder)
+    assert [(r.source, r.status) for r in first.results] == [("a-link.md", "added")]
+    (folder / "n000.md").write_text("# Note 0\n\nedited through its real name\n")
+    clock.now += 1
+    again = await scan(middle)
+    assert [(r.source, r.status) for r in again.results] == [("a-link.md", "updated")]
+    assert await titles(middle) == {"Note 0": 2}
+
+
 async def test_unwatch_keeps_the_cards_and_a_deleted_vault_takes_its_watches(middle: Middle, tmp_path: Path) -> None:
     folder = notes(tmp_path / "notes", 2)
     await middle.ok(p.RagWatch(vault="notes", folder=str(folder)))
