@@ -421,6 +421,8 @@ def walk_folder(
     left_out = unlisted if unlisted is not None else []
 
     def unlistable(error: OSError) -> None:
+        if error.filename == os.fspath(root):  # the folder itself, since the check above: the caller's to report
+            raise error
         left_out.append(Path(os.path.relpath(error.filename, root)).as_posix())
 
     for folder, dirs, files in os.walk(root, onerror=unlistable):
