@@ -202,7 +202,7 @@ class FolderWatches:
         """``rag unwatch``: forget the folder's watch (its cards stay). Raises ``watch_not_found``."""
         vault = await self._store.resolve_unlocked(request.vault)
         folder = await trio.to_thread.run_sync(os.path.realpath, request.folder)
-        watch = next((w for w in await self._store.watches(vault) if folder in (w.folder, request.folder)), None)
+        watch = next((w for w in await self._store.watches(vault) if w.folder in (folder, request.folder)), None)
         if watch is None:
             raise _not_watched(vault, request.folder)
         self.watchers.stop(watch.id)

@@ -436,6 +436,20 @@ async def test_unwatch_keeps_the_cards_and_a_deleted_vault_takes_its_watches(mid
     assert (await middle.ok(p.RagWatchList())).count == 0
 
 
+async def test_unwatch_of_a_folder_not_watched_removes_no_other_watch(middle: Middle, tmp_path: Path) -> None:
+    first, second = notes(tmp_path / "first", 1), notes(tmp_path / "second", 1)
+    never = notes(tmp_path / "never", 1)
+    for folder in (first, second):
+        await middle.ok(p.RagWatch(vault="notes", folder=str(folder)))
+    for folder in (never, tmp_path / "missing", tmp_path):
+        with pytest.raises(MemoriesError) as not_watched:
+            await middle.ok(p.RagUnwatch(vault="notes", folder=str(folder)))
+        assert not_watched.value.code == "watch_not_found", folder
+    assert [w.folder for w in (await middle.ok(p.RagWatchList())).watches] == [str(first), str(second)]
+    await middle.ok(p.RagUnwatch(vault="notes", folder=str(second)))
+    assert [w.folder for w in (await middle.ok(p.RagWatchList())).watches] == [str(first)]
+
+
 async def poll(check: Callable[[], object], what: str) -> None:
     """Wait (at most 30 s: failing only on a hang) until ``check()`` is true."""
     with trio.fail_after(30):
