@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import socket
 import stat
 import struct
@@ -293,6 +294,13 @@ def _hung_up(exc: BaseException) -> bool:
     return isinstance(exc, _HANGUP)
 
 
+_OUT_OF_BOUNDS = re.compile(r"^(?P<rule>Expected `\w+` (?:of length )?[<>]=? ?\S+) - at `\$\.request\.(?P<field>.+)`$")
+"""msgspec's words for a request field whose value has the right type but breaks the field's ``Meta`` bounds
+(``Expected `str` of length >= 1 - at `$.request.tags[0]```): an empty ``--tag`` or a metadata value over 1,024
+code points is ``invalid_argument`` naming the field, as the daemon's own checks are, not ``protocol_error``, which
+says the client and the daemon disagree on the wire format (a value of the wrong type, a missing field)."""
+
+
 def _decode(raw: bytes) -> p.Envelope:
     try:
         return msgspec.msgpack.decode(raw, type=p.Envelope)
@@ -303,6 +311,9 @@ def _decode(raw: bytes) -> p.Envelope:
                 "protocol_mismatch",
                 f"the client speaks protocol {version}, the daemon {p.PROTOCOL_VERSION}; restart the daemon",
             ) from None
+        bound = _OUT_OF_BOUNDS.match(str(exc))
+        if bound is not None:  # a value of the right type beyond a field's bounds: the argument's fault
+            raise MemoriesError("invalid_argument", f"{bound['field']}: {bound['rule']}") from None
         raise MemoriesError("protocol_error", f"bad request: {exc}") from None
     except msgspec.DecodeError as exc:
         raise MemoriesError("protocol_error", f"bad request: {exc}") from None

@@ -11,7 +11,8 @@ import msgspec
 import pytest
 
 from memories import protocol as p
-from memories.client import Client, read_reply
+from memories.client import Client, encode_request, read_reply
+from memories.daemon import server
 from memories.errors import MemoriesError
 from memories.mcp import link
 from memories.paths import Home
@@ -62,3 +63,34 @@ async def test_the_cli_and_the_mcp_server_give_the_same_code_for_the_same_bad_ar
     with pytest.raises(MemoriesError) as mcp:
         await link.request(home, p.Granted(token="t", call=mcp_call))
     assert cli.value.code == mcp.value.code == code
+
+
+@pytest.mark.parametrize(
+    ("request_", "field"),
+    [
+        (p.RagSearch(vault="v", query="q", tags=[""]), "tags[0]"),
+        (p.MemoryList(vault="v", source=""), "source"),
+        (p.MemorySearch(vault="v", query="q", meta={"k": "v" * 2000}), "meta[...]"),
+    ],
+)
+def test_a_value_beyond_a_fields_bounds_is_invalid_argument_naming_the_field(
+    tmp_path: Path, request_: p.ClientRequest[object], field: str
+) -> None:
+    """The daemon's decoding checks the fields' bounds (an empty ``--tag``, a metadata value over 1,024 code
+    points): the argument's fault, not a wire format the two ends disagree on."""
+    home = Home(str(tmp_path), str(tmp_path / "config.toml"))
+    with pytest.raises(MemoriesError) as bounds:
+        server._decode(encode_request(home, request_))
+    assert bounds.value.code == "invalid_argument" and bounds.value.message.startswith(f"{field}: Expected `")
+
+
+def test_a_value_of_the_wrong_type_is_still_a_protocol_error() -> None:
+    envelope = {
+        "protocol": p.PROTOCOL_VERSION,
+        "home": "/h",
+        "config": "/c",
+        "request": {"$type": "MemoryList", "vault": 5},
+    }
+    with pytest.raises(MemoriesError) as wrong:
+        server._decode(msgspec.msgpack.encode(envelope))
+    assert wrong.value.code == "protocol_error"
