@@ -40,13 +40,14 @@ def watch(
 ) -> int:
     """Watch DIR: import it now as `rag ingest` would, then keep VAULT current while the home is unlocked.
 
-    `rag watch list [VAULT]` lists the watched folders. A file counts as deleted only when two scans 10 s apart miss
-    it; a folder that vanishes, is replaced or unreadable, or more deletions than max(5, 25 % of its cards) within
-    ten minutes pause the watch, and nothing is deleted until --resume or --accept-deletions.
+    `rag watch list [VAULT]` lists the watched folders (so a vault named `list` is watched through its id). A file
+    counts as deleted only when two scans 10 s apart miss it; a folder that vanishes, is replaced or unreadable, or
+    more deletions than max(5, 25 % of its cards) within ten minutes pause the watch, and nothing is deleted until
+    --resume or --accept-deletions.
 
     Exit status 3 when some files were refused or the vault is now over an index limit.
     """
-    if vault_ref == "list" and (folder is None or not os.path.isdir(folder)):
+    if vault_ref == "list":  # whatever the current folder holds: a folder named like the vault is no reason to watch
         return _list(session, folder)
     if folder is None:
         raise click.UsageError("give the folder to watch (DIR), or `rag watch list`")

@@ -3,12 +3,14 @@ decoded into the type its request declares (issue 21's smaller things a new user
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
 from click.testing import CliRunner
 
+from memories import protocol as p
 from memories.cli import cli
 from memories.cli.output import Session
 
@@ -35,3 +37,22 @@ def test_vault_create_of_a_vault_that_is_not_device_only_says_nothing_of_models(
     assert _text(monkeypatch, device_only, "vault", "create", "notes") == "4f0c9e2a7d1b3c55  notes  (device-only)\n"
     assert _text(monkeypatch, VAULT, "vault", "policy", "notes", "--device-only", "off").endswith("device-only: off\n")
     assert _text(monkeypatch, VAULT, "vault", "show", "notes").startswith("4f0c9e2a7d1b3c55  notes\ncreated ")
+
+
+def test_rag_watch_list_lists_whatever_folders_the_current_one_holds(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """In ``~`` with a vault ``notes`` and a folder ``~/notes`` (the README's naming), ``rag watch list notes`` was
+    read as "watch ./notes into a vault named list"."""
+    (tmp_path / "notes").mkdir()
+    sent: list[Any] = []
+
+    def call(self: Session, request: Any, **options: Any) -> tuple[Any, list[str]]:
+        sent.append(request)
+        return msgspec.convert({"locked": False, "count": 0, "watches": []}, request.reply_type()), []
+
+    monkeypatch.setattr(Session, "call", call)
+    monkeypatch.chdir(tmp_path)
+    done = CliRunner().invoke(cli, ["--home", "/nonexistent", "rag", "watch", "list", "notes"], catch_exceptions=False)
+    assert done.exit_code == 0, done.output
+    assert sent == [p.RagWatchList(vault="notes")]
