@@ -15,6 +15,7 @@ from memories.cli.output import Session, command, common_options
 from memories.cli.terminal import escape
 from memories.cli.watch import unwatch, watch
 from memories.errors import EXIT_ERROR, EXIT_PARTIAL, MemoriesError
+from memories.files import UTF8_BOM, FileTooLarge, NotRegularFile, read_regular_file
 from memories.limits import MAX_RESULTS, check_result_limit
 
 
@@ -253,6 +254,11 @@ def bench(session: Session, vault_ref: str, fixture: str, modes: str | None, rer
     session.emit(*session.call(request, progress=True), render.bench)
 
 
+MAX_FIXTURE_BYTES = 16 * 1024 * 1024
+"""The largest ``rag bench`` fixture read, in bytes: tens of thousands of questions (a line is a query of at most
+1,024 bytes and a few relevant names), far beyond a person's own set."""
+
+
 def fixture_questions(path: str) -> list[p.BenchQuestion]:
     """The questions of a ``rag bench`` fixture: UTF-8 JSONL (a leading BOM is skipped, blank lines too), each line
     an object with a non-empty string ``query`` and a non-empty list ``relevant`` of non-empty strings (other keys
@@ -260,11 +266,15 @@ def fixture_questions(path: str) -> list[p.BenchQuestion]:
 
     Raises:
         MemoriesError: ``invalid_fixture`` naming the first bad line; ``invalid_argument`` when the file cannot be
-            read.
+            read, is not a regular file (``/dev/zero`` read until the machine ran out of memory) or is over
+            :data:`MAX_FIXTURE_BYTES`.
     """
     try:
-        with open(path, "rb") as file:
-            text = file.read().removeprefix(b"\xef\xbb\xbf").decode("utf-8")
+        text = read_regular_file(path, MAX_FIXTURE_BYTES).removeprefix(UTF8_BOM).decode("utf-8")
+    except NotRegularFile:
+        raise MemoriesError("invalid_argument", f"{path} is not a regular file (a pipe, device or socket)") from None
+    except FileTooLarge:
+        raise MemoriesError("invalid_argument", f"{path} is larger than {MAX_FIXTURE_BYTES:,} bytes") from None
     except OSError as exc:
         raise MemoriesError("invalid_argument", f"cannot read {path}: {exc.strerror}") from None
     except UnicodeDecodeError as exc:

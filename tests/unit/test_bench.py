@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-from memories.cli.rag import fixture_questions
+from memories.cli.rag import MAX_FIXTURE_BYTES, fixture_questions
 from memories.errors import MemoriesError
 from memories.rag.vault_index import VaultIndex
 from memories.worker_protocol import IndexRecord
@@ -64,6 +65,20 @@ def test_fixture_lines_are_checked_and_named(tmp_path: Path) -> None:
     path.write_text("\n\n")
     with pytest.raises(MemoriesError, match="holds no question"):
         fixture_questions(str(path))
+
+
+def test_a_fixture_that_is_a_device_a_pipe_or_too_large_is_refused_without_reading_it(tmp_path: Path) -> None:
+    """``rag bench VAULT /dev/zero`` read until the kernel's out-of-memory killer stopped it."""
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)  # opening it for reading would block until a writer came
+    large = tmp_path / "large.jsonl"
+    large.write_bytes(b" " * (MAX_FIXTURE_BYTES + 1))
+    for path, problem in [("/dev/zero", "is not a regular file"), (str(pipe), "is not a regular file")]:
+        with pytest.raises(MemoriesError, match=problem) as caught:
+            fixture_questions(path)
+        assert caught.value.code == "invalid_argument"
+    with pytest.raises(MemoriesError, match="is larger than 16,777,216 bytes"):
+        fixture_questions(str(large))
 
 
 def test_the_shipped_fixture_is_the_corpus_checks_by_source_path() -> None:
