@@ -42,14 +42,24 @@ SYNC_ATTEMPTS = 3
 _LIMIT_UNITS = {"chunks": "chunks", "text_bytes": "bytes of text and metadata", "vector_bytes": "bytes of vectors"}
 
 
-def too_large_error(vault: VaultRow, exc: MemoriesError) -> MemoriesError:
+def too_large_error(vault: VaultRow, exc: MemoriesError, pending: int = 0) -> MemoriesError:
     """The index worker's ``vault_too_large`` (``details``: ``limit``, ``max``, ``value``) told by vault name, with
-    how far over the limit the vault is (``details["over"]``) and the way down."""
+    how far over the limit the vault is (``details["over"]``) and the way down.
+
+    ``pending`` records were not sent yet when the batch that crossed the limit was refused (a sync sends
+    :data:`SYNC_BATCH` at a time), so the vault is *at least* that far over: the message says so and how many
+    records were not counted (``details["pending"]``), so that deleting ``over`` chunks' worth is not taken for
+    enough."""
     limit, maximum, value = exc.details["limit"], exc.details["max"], exc.details["value"]
     unit = _LIMIT_UNITS.get(limit, limit)
+    how_far = (
+        f"at least {value - maximum:,} over the limit of {maximum:,} ({pending:,} more records not counted)"
+        if pending
+        else f"{value - maximum:,} over the limit of {maximum:,}"
+    )
     return MemoriesError(
         "vault_too_large",
-        f"vault {vault.name!r} would hold {value:,} {unit}, {value - maximum:,} over the limit of {maximum:,}; "
+        f"vault {vault.name!r} would hold {'at least ' if pending else ''}{value:,} {unit}, {how_far}; "
         f"searches of it fail until records are deleted or moved to another vault (`memory move`)",
         {
             "vault": vault.name,
@@ -58,6 +68,7 @@ def too_large_error(vault: VaultRow, exc: MemoriesError) -> MemoriesError:
             "max": maximum,
             "value": value,
             "over": value - maximum,
+            "pending": pending,
         },
     )
 
@@ -152,7 +163,8 @@ class IndexFeed:
                 except MemoriesError as exc:
                     if exc.code != "vault_too_large":
                         raise
-                    named = too_large_error(vault, exc)
+                    pending = sum(len(later) for later in batches[number + 1 :])
+                    named = too_large_error(vault, exc, pending)
                     self._too_large[vault.id] = named.message
                     raise named from None
                 if isinstance(reply, w.IndexStale):
