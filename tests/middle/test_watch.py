@@ -425,6 +425,32 @@ async def test_a_note_and_a_link_to_it_are_one_card_read_once(middle: Middle, tm
     assert await titles(middle) == {"Note 0": 2}
 
 
+async def test_a_watch_that_pushes_its_vault_over_the_index_limits_says_so_as_ingest_does(
+    middle: Middle, tmp_path: Path, clock: Clock
+) -> None:
+    """The cards are stored, the report names the limit (``over_limit``, as ``rag ingest``'s), ``rag watch list``
+    says the index is not up to date, and the next change whose refresh succeeds clears it."""
+    fakes = middle.fakes["index"].handlers
+    sync = fakes[w.IndexSync]
+
+    def too_large(request: w.IndexSync) -> object:
+        raise MemoriesError("vault_too_large", "over", {"limit": "chunks", "max": 10_000, "value": 10_003})
+
+    fakes[w.IndexSync] = too_large
+    folder = notes(tmp_path / "notes", 3)
+    report = await register(middle, folder)
+    assert report.over_limit is not None and report.over_limit.code == "vault_too_large"
+    assert "3 over the limit of 10,000" in report.over_limit.message and len(await titles(middle)) == 3
+    assert "search index is not up to date" in (report.watch.error or "")
+    fakes[w.IndexSync] = sync
+    (folder / "n000.md").unlink()
+    clock.now += 1
+    await scan(middle)
+    clock.now += 11
+    fine = await scan(middle)
+    assert fine.over_limit is None and fine.watch.error is None
+
+
 async def test_unwatch_keeps_the_cards_and_a_deleted_vault_takes_its_watches(middle: Middle, tmp_path: Path) -> None:
     folder = notes(tmp_path / "notes", 2)
     await middle.ok(p.RagWatch(vault="notes", folder=str(folder)))
