@@ -3,8 +3,8 @@
 A folder gives the ``.md``/``.txt`` files directly in it, and with ``--recursive`` those of every subfolder;
 other files are reported ``skipped``; names starting with ``.`` (``.git``, ``.obsidian``) and a sync tool's or an
 editor's temporary and conflict files (:func:`is_temporary`) are not walked; a symbolic link whose target is outside
-the folder is ``skipped`` (a link is never followed out of the folder); a file reached twice in one run is read once
-(see :func:`_walk`);
+the folder is ``skipped`` (a link is never followed out of the folder); a subfolder that cannot be listed is
+``refused``; a file reached twice in one run is read once (see :func:`_walk`);
 ``--exclude`` patterns are gitignore-style, matched against the path relative to the folder (a bare name matches
 at any depth). A file named explicitly must be text. Each file's ``source`` is its path relative to the folder
 given (``/``-separated), or its file name when named directly, as of the ingest that stored the card's latest
@@ -370,11 +370,16 @@ def _walk(request: p.RagIngest) -> list[Candidate | p.IngestResult]:
     for raw in request.paths:
         root = Path(raw)
         if root.is_dir():
+            unlisted: list[str] = []
             try:
-                found.extend(walk_folder(root, spec, request.recursive))
+                found.extend(walk_folder(root, spec, request.recursive, unlisted))
             except OSError as exc:
                 error = p.ErrorInfo(code="invalid_argument", message=f"cannot read the folder {root}: {exc.strerror}")
                 found.append(p.IngestResult(path=raw, source=None, status="refused", error=error))
+            for folder in unlisted:  # said, not skipped in silence: its notes were not imported
+                path = str(root / folder)
+                error = p.ErrorInfo(code="invalid_argument", message=f"cannot read the folder {path}")
+                found.append(p.IngestResult(path=path, source=None, status="refused", error=error))
         elif root.exists():
             found.append(Candidate(root, root.name, explicit=True))
         else:

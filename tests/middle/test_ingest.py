@@ -4,6 +4,7 @@ are parsed in the index worker, never in the supervisor."""
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import pytest
@@ -114,3 +115,27 @@ async def test_ingesting_a_subfolder_again_keeps_unchanged_notes_and_their_sourc
     edited = await middle.ok(p.MemoryRead(vault="notes", id=listed["Edited"].id))
     assert (kept.revision, kept.meta["source"]) == (1, "sub/kept.md")  # as stored with its revision
     assert (edited.revision, edited.meta["source"]) == (2, "edited.md")
+
+
+async def test_a_subfolder_that_cannot_be_read_is_reported_refused(
+    middle: Middle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``os.walk`` leaves out a subfolder it cannot list; the ingest says so (refused, exit status 3) instead of
+    importing the rest as if it were all. Root ignores ``chmod``: ``os.scandir`` fails for it here."""
+    folder = tmp_path / "notes"
+    (folder / "locked").mkdir(parents=True)
+    (folder / "open.md").write_text("# Open\n\nread\n")
+    (folder / "locked" / "hidden.md").write_text("# Hidden\n\nnot readable\n")
+    scandir = os.scandir
+
+    def denied(path: object) -> object:
+        if os.fspath(path).endswith("locked"):  # type: ignore[call-overload]
+            raise PermissionError(13, "Permission denied", os.fspath(path))  # type: ignore[call-overload]
+        return scandir(path)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(os, "scandir", denied)
+    report = await middle.ok(p.RagIngest(vault="notes", paths=[str(folder)], recursive=True))
+    found = [(Path(r.path).name, r.status) for r in report.results]
+    assert found == [("open.md", "added"), ("locked", "refused")]
+    refused = report.results[1].error
+    assert refused is not None and refused.code == "invalid_argument" and "cannot read the folder" in refused.message
