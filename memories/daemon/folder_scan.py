@@ -154,9 +154,10 @@ def plan(watch: Watch, listing: Listing, now: float, *, accept_deletions: bool =
 
     A file new or changed since it was imported (size, modification time or inode) is imported again; a file absent
     is marked absent at its first scan and deleted at a scan at least :data:`CONFIRM_SECONDS` later, with
-    ``--on-delete delete``; ``keep`` never deletes. A file inside a subfolder the scan could not list is kept as it
-    was (unseen is not absent). Deletions beyond :func:`deletion_limit` within :data:`WINDOW_SECONDS` pause the
-    watch instead, unless ``accept_deletions``.
+    ``--on-delete delete``; ``keep`` never deletes. A file the scan could not see (:meth:`Listing.hides`: inside a
+    subfolder it could not list, or evicted by iCloud Drive) is kept as it was (unseen is not absent). Deletions
+    beyond :func:`deletion_limit` within :data:`WINDOW_SECONDS` pause the watch instead, unless
+    ``accept_deletions``.
     """
     result = Plan()
     unseen = {source: entry for source, entry in watch.files.items() if listing.hides(source)}
