@@ -1,6 +1,7 @@
 """Issue 20, acceptance 3 end to end: the filters as the CLI and an MCP client give them, on notes whose dates come
-from front matter, file times and revisions; the ranking under each filter in every mode is tested in
-tests/unit/test_filters.py and the daemon's wiring in tests/middle/test_filters.py."""
+from front matter, file times and revisions, the matching notes below the unfiltered top k in bm25 and, with the
+tiny model, in vector and hybrid through MCP; the ranking under each filter and combinations in every mode is tested
+in tests/unit/test_filters.py and the daemon's wiring in tests/middle/test_filters.py."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import datetime
 import os
 from pathlib import Path
 
-from tests.fixtures.daemon import HomeDir
+from tests.fixtures.daemon import HomeDir, initialize, with_hooks
 from tests.fixtures.mcp_client import call, grant, mcp_session
+from tests.fixtures.tiny_model import TinyModel
 
 
 def _notes(home: HomeDir, tmp_path: Path) -> None:
@@ -66,3 +68,25 @@ async def test_an_mcp_client_gives_the_same_filters(vault: HomeDir, tmp_path: Pa
         assert not error and [record["title"] for record in found["results"]] == ["File time"]
         error, line = await call(session, "memory_retrieve", {"query": "lantern", "source": "/etc/**"})
         assert error and line.startswith("invalid_argument") and "source" in line
+
+
+async def test_an_mcp_client_filters_vector_and_hybrid_searches_before_the_top_k(
+    home: HomeDir, tiny_model: TinyModel, tmp_path: Path
+) -> None:
+    """The in-process model (the tiny one) embeds the notes; through an MCP client, a filter admits the two dated
+    notes in vector and hybrid mode, with a limit of 2, where the unfiltered top 2 are decoys."""
+    home.config.write_text(home.config.read_text() + "[rag]\nlocal_threads = 1\nauto_index = 'off'\n")
+    with_hooks(home, model_manifest=str(tiny_model.manifest_path))
+    initialize(home)
+    home.ok("rag", "model-install", "--from", str(tiny_model.model_dir))
+    _notes(home, tmp_path)
+    assert home.ok("rag", "index", "notes")["missing"] == 0
+    token = grant(home, "notes", "retrieve")["token"]
+    async with mcp_session(home, token) as session:
+        for mode in ("vector", "hybrid"):
+            error, top = await call(session, "memory_retrieve", {"query": "lantern", "mode": mode, "limit": 2})
+            assert not error and {hit["title"] for hit in top["results"]} <= {f"Decoy {n}" for n in range(12)}, mode
+            error, found = await call(
+                session, "memory_retrieve", {"query": "lantern", "mode": mode, "limit": 2, "source": "daily/**"}
+            )
+            assert not error and {hit["title"] for hit in found["results"]} == {"Dated", "File time"}, mode
