@@ -1132,7 +1132,8 @@ class FusionStage(msgspec.Struct):
 
 class RerankStage(msgspec.Struct):
     """A chunk after the lightweight reranker: its ``score``, the ``boost`` it was multiplied by (null: kept its
-    place, another language) and the boost's parts: ``coverage`` (script factor applied), ``phrase``, ``script``."""
+    place, another language) and the boost's parts: the ``coverage`` it counted (script factor applied; 0 under the
+    floor), ``phrase``, ``script``."""
 
     score: float
     boost: float | None

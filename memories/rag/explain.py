@@ -161,7 +161,7 @@ def _chunk(
         reranked = p.RerankStage(
             score=trace.reranked,
             boost=boost,
-            coverage=None if boost is None else coverage(facts.weights, held(facts, candidate)) * (trace.script or 1),
+            coverage=trace.counted,
             phrase=trace.phrase,
             script=trace.script,
             note=None if boost is not None else f"kept place {trace.placed}: in another language than the query",

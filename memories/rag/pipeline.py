@@ -3,7 +3,7 @@ R-34, R-35).
 
 ::
 
-    query ─ analyze ─┬─ BM25 (FTS5, weights 5/1/2) ── own script first ─────────┐  coverage ≥ 0.5,
+    query ─ analyze ─┬─ BM25 (FTS5, weights 5/1/2) ── own script first ─────────┐  coverage ≥ 0.95,
                      │                                                          ├─ RRF (k = 60) ─ rerank ─ top N
                      └─ cosine over unit vectors ── strict-mode filter ─────────┘  (hybrid)  (unless --no-rerank)
                           (vector, hybrid)          (all, phrase)
@@ -11,17 +11,18 @@ R-34, R-35).
 Scores are higher-is-better in every mode: ``bm25`` gives ``-bm25()`` of FTS5 times ``1 - folded share / 3``
 (a chunk counts up to a third less for the query words it holds only through Traditional/Simplified folding);
 ``vector`` the cosine similarity in ``[-1, 1]``; ``hybrid`` the RRF value ``Σ 1/(60 + rank)`` over the two
-rankings (at most ``2/61``), where only BM25 chunks holding half of the query's idf weight take part, and a chunk
+rankings (at most ``2/61``), where only BM25 chunks holding 95 % of the query's idf weight take part, and a chunk
 in another language than the query keeps the place the vector ranking gave it; the reranker multiplies a
-non-negative score by ``1 + 0.5·coverage + 0.25·phrase`` and leaves chunks in another language in place
-(rules and reasons in :mod:`memories.rag.fusion`). Hybrid fuses the best :data:`CANDIDATES` of each ranking;
-when one ranking is empty the other's order is kept. Ties: BM25 by record id then byte offset; vector by the
-order of the chunks in the vault; RRF by best rank, then the BM25 rank.
+non-negative score by ``1 + 0.5·coverage + 0.25·phrase`` (coverage counted from 95 % on) and leaves chunks in
+another language in place (rules and reasons in :mod:`memories.rag.fusion`). Hybrid fuses the best
+:data:`CANDIDATES` of each ranking; when one ranking is empty the other's order is kept. Ties: BM25 by record id
+then byte offset; vector by the order of the chunks in the vault; RRF by best rank, then the vector rank.
 
-Chunks reach the model as :func:`model_input` names them, by the embedding backend's recipe (for EmbeddingGemma,
-the model card's document prompt). With ``evidence`` (``rag ask``), the BM25 query is the question's content terms
-(:func:`memories.rag.stopwords.content_terms`: *what does the note say about* asks nothing of BM25), and only
-chunks that are evidence come back (:func:`memories.rag.answers.is_evidence`); ``rag search`` ranks as before.
+Chunks reach the model as :func:`~memories.rag.chunk_vectors.model_input` names them, by the embedding backend's
+recipe (for EmbeddingGemma, the model card's document prompt). With ``evidence`` (``rag ask``), the BM25 query is
+the question's content terms (:func:`memories.rag.stopwords.content_terms`: *what does the note say about* asks
+nothing of BM25), and only chunks that are evidence come back (:func:`memories.rag.answers.is_evidence`); ``rag
+search`` ranks as before.
 """
 
 from __future__ import annotations

@@ -139,11 +139,38 @@ def test_a_confidently_wrong_lexical_list_keeps_the_vector_answer_first() -> Non
     lexical = [Candidate(f"distractor{i}", {"nadal", "2019", "the", "in"}, language="latin") for i in range(5)]
     vector = _ranking("answer", language="han") + _ranking("distractor3", "distractor0", language="latin")
     fused = fuse(query, lexical, vector)
-    # The answer keeps its place; BM25 reorders only the chunks the query's words can appear in.
-    assert [document for document, _ in fused][:3] == ["answer", "distractor0", "distractor3"]
+    # The answer keeps its place; the distractors hold 59 % of the query's weight, so BM25 does not reorder them.
+    assert [document for document, _ in fused][:3] == ["answer", "distractor3", "distractor0"]
     candidates = {c.document: c for c in [*lexical, *vector]}
     reranked = rerank(query, [(candidates[document], score) for document, score in fused])
     assert reranked[0][0] == "answer"
+
+
+def test_a_confidently_wrong_lexical_list_on_sentences_keeps_the_vector_answer_first() -> None:
+    # "where was hillary clinton born" over the sentences of one article (issue 24: wikiqa-sent-en): every sentence
+    # holds the article's title words, BM25 ranks those that also hold "where" and "was" first, and the answer
+    # ("... born October 26, 1947") holds 3/4 of the query's weight at BM25 rank 4. None holds the whole question,
+    # so BM25's order among them is no evidence: neither in the fusion nor in the reranker.
+    weights = {"where": 1.5, "was": 0.2, "hillary": 2.0, "clinton": 2.0, "born": 2.0}
+    query = _facts(weights=weights, phrase="where was hillary clinton born", language="latin")
+    title = {"hillary", "clinton"}
+    lexical = [
+        Candidate("where-was", title | {"where", "was"}, "hillary clinton was where", "latin"),
+        Candidate("was-1", title | {"was"}, "hillary clinton was", "latin"),
+        Candidate("was-2", title | {"was"}, "hillary clinton was", "latin"),
+        Candidate("answer", title | {"born"}, "hillary clinton born october 26, 1947", "latin"),
+    ]
+    assert all(coverage(weights, fusion.held(query, c)) < fusion.LEXICAL_FLOOR for c in lexical)
+    by_name = {c.document: c for c in lexical}
+    vector = [by_name[name] for name in ["answer", "where-was", "was-1", "was-2"]]
+    fused = fuse(query, lexical, vector)
+    assert [document for document, _ in fused] == ["answer", "where-was", "was-1", "was-2"]
+    reranked = rerank(query, [(by_name[document], score) for document, score in fused])
+    assert [document for document, _ in reranked] == ["answer", "where-was", "was-1", "was-2"]
+    # The vector mode's reranker alike: a sentence holding more of the question (80 %, not all of it) no longer
+    # overturns the answer's better cosine (it did with the boost for any share: 0.575 x 1.40 > 0.580 x 1.39).
+    was_born = Candidate("was-born", title | {"was", "born"}, "hillary clinton was born to", "latin")
+    assert rerank(query, [(by_name["answer"], 0.580), (was_born, 0.575)])[0][0] == "answer"
 
 
 def test_a_vague_vector_list_keeps_the_exact_lexical_match_first() -> None:
@@ -161,22 +188,52 @@ def test_a_vague_vector_list_keeps_the_exact_lexical_match_first() -> None:
 @pytest.mark.parametrize("empty", ["lexical", "vector"])
 def test_one_empty_list_keeps_the_others_order(empty: str) -> None:
     query = _facts("a", "b")
-    lexical = [Candidate(document, {"a", "b"}) for document in ["x", "y", "z"]]
+    # "y" holds half of the query: under the floor, yet with no vector ranking there is nothing to outvote.
+    lexical = [Candidate("x", {"a", "b"}), Candidate("y", {"a"}), Candidate("z", {"a", "b"})]
     if empty == "lexical":
         assert [document for document, _ in fuse(query, [], _ranking("z", "x", "y"))] == ["z", "x", "y"]
     else:
         assert [document for document, _ in fuse(query, lexical, [])] == ["x", "y", "z"]
 
 
-def test_lexical_candidates_enter_by_weighted_coverage() -> None:
+@given(
+    st.lists(documents, unique=True, max_size=10),
+    st.dictionaries(documents, st.sets(st.sampled_from(["a", "b", "c"]))),
+    st.dictionaries(documents, st.sampled_from([None, "han", "latin", "mixed"])),
+    st.sampled_from([None, "han", "latin", "mixed"]),
+    st.booleans(),
+)
+def test_with_one_arm_empty_the_others_order_comes_back_unchanged(
+    order: list[str],
+    terms: dict[str, set[str]],
+    languages: dict[str, str | None],
+    language: str | None,
+    lexical_empty: bool,
+) -> None:
+    query = _facts(weights={"a": 2.0, "b": 1.0, "c": 0.5}, language=language)
+    arm = [Candidate(d, terms.get(d, set()), language=languages.get(d)) for d in order]  # type: ignore[arg-type]
+    fused = fuse(query, [], arm) if lexical_empty else fuse(query, arm, [])
+    assert [document for document, _ in fused] == order
+    assert [score for _, score in fused] == [1 / (fusion.RRF_K + rank) for rank in range(1, len(order) + 1)]
+
+
+def test_a_bm25_rank_counts_only_for_a_chunk_that_holds_the_query() -> None:
     query = _facts(weights={"git": 3.0, "rebase": 2.0, "onto": 1.0, "the": 0.01})
-    assert coverage(query.weights, {"git", "the"}) == pytest.approx(3.01 / 6.01)
-    assert fusion.LEXICAL_FLOOR == 0.5
-    lexical = [Candidate("stopword", {"the"}), Candidate("rebase", {"rebase", "onto"}), Candidate("git", {"git"})]
-    assert fuse(query, lexical, []) == []  # each holds 3/6.01 of the weight at most, just under half
-    lexical.append(Candidate("git the", {"git", "the"}))
-    assert [document for document, _ in fuse(query, lexical, [])] == ["git the"]
-    assert fuse(query, lexical, [], floor=0.0)[0][0] == "stopword"
+    assert coverage(query.weights, {"git", "rebase", "the"}) == pytest.approx(5.01 / 6.01)
+    assert 5.01 / 6.01 < fusion.LEXICAL_FLOOR <= 6.0 / 6.01
+    lexical = [
+        Candidate("stopword", {"the"}),
+        Candidate("most", {"git", "rebase", "the"}),
+        Candidate("all", {"git", "rebase", "onto"}),
+    ]
+    vector = _ranking("v1", "v2", "all", "most")
+    traces: dict[str, fusion.Trace] = {}
+    fused = fuse(query, lexical, vector, traces=traces)
+    assert [document for document, _ in fused] == ["all", "v1", "v2", "most"]  # only "all" has a BM25 vote
+    assert [traces[d].vote for d in ["stopword", "most", "all"]] == [0.0, 0.0, 1.0]
+    assert dict(fused)["all"] == 1 / 63 + 1 / 61  # vector rank 3, first among the chunks that count
+    assert any("under the floor" in rule for rule in traces["most"].rules)
+    assert [d for d, _ in fuse(query, lexical, vector, floor=0.0)][:2] == ["most", "all"]  # the old rule's floor 0
 
 
 def test_a_han_word_written_in_the_chunk_counts_whatever_jiebas_cut() -> None:
@@ -202,10 +259,11 @@ def test_chunks_of_another_language_keep_the_places_the_vector_arm_gave_them() -
         Candidate("mixed", {"ownership"}, language="mixed"),
     ]
     fused = fuse(query, lexical, vector)
-    assert [document for document, _ in fused] == ["en-c", "zh-answer", "en-a", "zh-other", "en-x", "en-b", "mixed"]
+    # en-x (vector rank 1) and en-a (BM25 rank 1) tie at 1/61: the vector rank decides.
+    assert [document for document, _ in fused] == ["en-c", "zh-answer", "en-x", "zh-other", "en-a", "en-b", "mixed"]
     scores = [score for _, score in fused]
     assert scores == sorted(scores, reverse=True)
-    assert dict(fused)["zh-answer"] == pytest.approx(1 / 61)  # raised from 1/62 to the score of en-a below it
+    assert dict(fused)["zh-answer"] == pytest.approx(1 / 61)  # raised from 1/62 to the score of en-x below it
     # With the vector arm's first chunk in another language, that chunk stays first.
     assert fuse(query, lexical, [vector[1], *vector[2:]])[0][0] == "zh-answer"
 
@@ -250,13 +308,15 @@ def test_rerank_values_by_hand() -> None:
     query = _facts(weights={"git": 2.0, "rebase": 1.0, "branch": 1.0}, phrase="git rebase branch")
     scored = [
         (Candidate("none", {"commit"}, "a commit"), 0.030),
-        (Candidate("half", {"git", "rebase", "merge"}, "git merge then rebase"), 0.020),
+        (Candidate("most", {"git", "rebase", "merge"}, "git merge then rebase"), 0.020),
         (Candidate("phrase", {"git", "rebase", "branch"}, "to git rebase branch onto main"), 0.016),
     ]
     result = dict(rerank(query, scored))
     assert result["none"] == pytest.approx(0.030)
-    assert result["half"] == pytest.approx(0.020 * (1 + fusion.COVERAGE_WEIGHT * 3 / 4))
+    assert fusion.LEXICAL_FLOOR > 3 / 4  # three quarters of the query is not the query: no boost
+    assert result["most"] == pytest.approx(0.020)
     assert result["phrase"] == pytest.approx(0.016 * (1 + fusion.COVERAGE_WEIGHT + fusion.PHRASE_WEIGHT))
+    assert dict(rerank(query, scored, floor=0.5))["most"] == pytest.approx(0.020 * (1 + fusion.COVERAGE_WEIGHT * 3 / 4))
 
 
 def test_rerank_keeps_chunks_of_another_language_in_place() -> None:
@@ -265,14 +325,15 @@ def test_rerank_keeps_chunks_of_another_language_in_place() -> None:
         (Candidate("zh-first", set(), language="han"), 0.030),
         (Candidate("en-weak", set(), language="latin"), 0.029),
         (Candidate("zh-third", set(), language="han"), 0.0285),
-        (Candidate("en-half", {"ownership"}, language="latin"), 0.028),
-        (Candidate("mixed", {"ownership", "rules"}, language="mixed"), 0.020),
+        (Candidate("en-full", {"ownership", "rules"}, language="latin"), 0.028),
+        (Candidate("mixed", {"ownership"}, language="mixed"), 0.020),
     ]
     result = rerank(query, scored)
-    assert [document for document, _ in result] == ["zh-first", "en-half", "zh-third", "mixed", "en-weak"]
-    assert dict(result)["en-half"] == pytest.approx(0.028 * (1 + fusion.COVERAGE_WEIGHT / 2))
-    assert dict(result)["zh-first"] == dict(result)["en-half"]  # raised to the score of the chunk below it
-    assert dict(result)["zh-third"] == pytest.approx(0.020 * (1 + fusion.COVERAGE_WEIGHT))  # mixed's, below it
+    assert [document for document, _ in result] == ["zh-first", "en-full", "zh-third", "en-weak", "mixed"]
+    assert dict(result)["en-full"] == pytest.approx(0.028 * (1 + fusion.COVERAGE_WEIGHT))
+    assert dict(result)["mixed"] == 0.020  # half of the query: under the floor, no boost
+    assert dict(result)["zh-first"] == dict(result)["en-full"]  # raised to the score of the chunk below it
+    assert dict(result)["zh-third"] == pytest.approx(0.029)  # en-weak's, below it
     with pytest.raises(ValueError, match="best first"):
         rerank(query, list(reversed(scored)))
 
