@@ -32,11 +32,14 @@ def load(vectors: ChunkVectors, request: w.IndexLoadVectors) -> int:
     used = {key for _, key in vectors.input_keys(space)}
     width = request.dimension * 4
     keep = [index for index, key in enumerate(request.keys) if key in used]
+    kept = request.vectors  # the usual case: every input of the vault's rows is still used
+    if len(keep) != len(request.keys):
+        kept = b"".join(request.vectors[index * width : (index + 1) * width] for index in keep)
     store = w.IndexStoreVectors(
         vault=request.vault,
         space_key=space.key,
         keys=[request.keys[index] for index in keep],
-        vectors=b"".join(request.vectors[index * width : (index + 1) * width] for index in keep),
+        vectors=kept,
         dimension=request.dimension,
         failed={key: reason for key, reason in request.failed.items() if key in used},
     )
