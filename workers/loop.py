@@ -116,7 +116,14 @@ class _Worker:
                 reply: w.WorkerOutbound = w.WorkerFailure(id=call.id, code="cancelled", message="cancelled")
             else:
                 reply = self._handle(call)
-            self.send(reply)
+            try:
+                self.send(reply)
+            except (UnicodeEncodeError, msgspec.EncodeError, OverflowError) as exc:
+                # A result that cannot be encoded (a lone surrogate a service sent) must still answer the call:
+                # an exception here would end this handler thread for good, and the daemon would wait for the reply
+                # until the job's budget ran out.
+                log_failure(logging.getLogger(self.name), f"the reply to a {type(call.body).__name__} failed", exc)
+                self.send(w.WorkerFailure(id=call.id, code="internal_error", message="the reply could not be encoded"))
             self.pending.discard(call.id)
             self.cancelled.discard(call.id)
 
