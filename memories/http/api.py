@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -185,9 +186,29 @@ _NOT_JSON = object()
 
 def _decode(raw: bytes) -> Any:
     try:
-        return json.loads(raw)
+        decoded = json.loads(raw)
     except (UnicodeDecodeError, ValueError):
         return _NOT_JSON
+    return _without_lone_surrogates(decoded) if b"\\u" in raw else decoded
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+"""A UTF-16 surrogate code point. JSON's ``\\ud800`` escape decodes to one when it is not half of a pair (json.loads
+joins the pairs), and such a string is not Unicode text: it cannot be encoded as UTF-8, so the remote worker could
+not send a reply holding it back to the daemon."""
+
+
+def _without_lone_surrogates(value: Any) -> Any:
+    """``value`` (decoded JSON) with each lone surrogate in its strings (keys too) replaced by U+FFFD, the
+    replacement character, as a decoder replaces bytes that are not UTF-8: a service that sends ``"\\ud800"`` in an
+    answer or an error gets its text read, not the ask stuck."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_without_lone_surrogates(item) for item in value]
+    if isinstance(value, dict):
+        return {_without_lone_surrogates(key): _without_lone_surrogates(item) for key, item in value.items()}
+    return value
 
 
 def server_message(decoded: Any, raw: bytes) -> str:

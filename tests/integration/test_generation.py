@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
 import pytest
 
 from memories import worker_protocol as w
@@ -184,6 +185,17 @@ def test_a_bad_reply_is_refused_and_not_retried(model_server: ModelServer, reply
 
     assert caught.value.code == "invalid_model_output" and phrase in caught.value.message
     assert len(model_server.calls("chat")) == 1
+
+
+def test_a_lone_surrogate_in_a_reply_is_read_as_a_replacement_character(model_server: ModelServer) -> None:
+    """JSON allows ``\\ud800``, which is no Unicode text: the worker could not send the reply back to the daemon,
+    its handler thread died and ``rag ask`` waited out its budget (a new-user trial's hostile server)."""
+    model_server.script("chat", _compatible('{"answer": "At two [S1] \ud800.", "citations": ["S1"]}'))
+
+    generated = _generate(model_server)
+
+    msgspec.msgpack.encode(generated)  # what the worker sends back
+    assert parse_answer(generated.text, LABELS) == ("At two [S1] \ufffd.", ["S1"])
 
 
 # -- item 1: structured output and its fallbacks ------------------------------------------------------------------
