@@ -260,7 +260,8 @@ class Job:
         """The error of a job whose scope was cancelled: the cut's, or ``budget_exceeded`` for the deadline, with
         how far the job got (work done so far is kept) and the job's :attr:`details`."""
         details = {"done": self.done, "total": self.total, "unit": self.unit, **self.details}
-        progress = f" after {self.done} of {self.total} {self.unit}" if self.unit else ""
+        of_total = f" of {self.total}" if self.total is not None else ""
+        progress = f" after {self.done}{of_total} {self.unit}" if self.unit else ""
         if self._cut is not None:
             return MemoriesError(self._cut.code, self._cut.message + progress, {**details, **self._cut.details})
         if self.interrupted_step is not None:
