@@ -74,16 +74,17 @@ def check_result_limit(limit: int) -> None:
         raise MemoriesError("invalid_argument", "--limit must be at least 1")
 
 
-def check_passphrase_length(passphrase: str) -> None:
-    """A new passphrase has at least :data:`MIN_PASSPHRASE_CHARS` code points.
+def check_passphrase_length(passphrase: str, override: str | None = None) -> None:
+    """A new passphrase has at least :data:`MIN_PASSPHRASE_CHARS` code points; ``override`` is the option of the
+    command at hand that accepts a shorter one, named in the message (``init`` has one, a sync passphrase none).
 
     Raises:
         MemoriesError: ``invalid_passphrase``, with ``details`` ``{"min_chars"}``.
     """
     if len(passphrase) < MIN_PASSPHRASE_CHARS:
+        escape = f" (or {override}, if you must)" if override else ""
         raise MemoriesError(
             "invalid_passphrase",
-            f"the passphrase has {len(passphrase)} characters; use at least {MIN_PASSPHRASE_CHARS} "
-            "(or --allow-short-passphrase, if you must)",
+            f"the passphrase has {len(passphrase)} characters; use at least {MIN_PASSPHRASE_CHARS}{escape}",
             {"min_chars": MIN_PASSPHRASE_CHARS},
         )

@@ -60,7 +60,7 @@ class Keyring:
             raise MemoriesError("already_initialized", "this home already has a key hierarchy")
         _check_passphrase(passphrase)
         if not allow_short:
-            check_passphrase_length(passphrase)
+            check_passphrase_length(passphrase, "--allow-short-passphrase")
         params = crypto.new_kdf_params(cost.kdf_memory_kib, cost.kdf_iterations, cost.kdf_lanes)
         master = crypto.new_key()
         wrapped = crypto.seal(crypto.derive_kek(passphrase, params), master, crypto.master_key_aad())
