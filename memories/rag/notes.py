@@ -30,7 +30,7 @@ from collections.abc import Iterator
 import yaml
 
 from memories.dates import note_date
-from memories.limits import MAX_TITLE_BYTES
+from memories.limits import MAX_META_VALUE_BYTES, MAX_TITLE_BYTES
 from memories.logs import log_failure
 from memories.rag.chunking import Chunk, chunk_text
 from memories.worker_protocol import ParsedNote
@@ -219,8 +219,20 @@ def front_matter_tags(text: str) -> list[str]:
     """
     tags = _front_matter(text).get("tags")
     if isinstance(tags, str):
-        return [tag.strip() for tag in tags.split(",") if tag.strip()]
+        return _fitting([tag.strip() for tag in tags.split(",") if tag.strip()])
     if isinstance(tags, list):
         scalars = [str(t).strip() for t in tags if isinstance(t, str | int | float | datetime.date)]
-        return [tag for tag in scalars if tag and "," not in tag]
+        return _fitting([tag for tag in scalars if tag and "," not in tag])
     return []
+
+
+def _fitting(tags: list[str]) -> list[str]:
+    """The first of ``tags`` whose metadata value (joined by ``", "``) fits :data:`MAX_META_VALUE_BYTES` of UTF-8:
+    the rest are left out, as a long derived title is cut, so that a note with a thousand tags is kept and searched
+    (its ``tags`` value over the limit refused the whole note, ``invalid_argument``)."""
+    size = 0
+    for count, tag in enumerate(tags):
+        size += len(tag.encode("utf-8", "surrogatepass")) + (2 if count else 0)
+        if size > MAX_META_VALUE_BYTES:
+            return tags[:count]
+    return tags

@@ -6,10 +6,12 @@ import doctest
 
 import pytest
 
+from memories.limits import MAX_META_VALUE_BYTES
 from memories.rag import notes
 from memories.rag.chunking import chunk_text
 from memories.rag.notes import front_matter_end, front_matter_tags, note_chunks, note_title, truncate_utf8
 from memories.rag.vault_index import VaultIndex
+from memories.vault.rules import check_meta
 from memories.worker_protocol import IndexRecord
 
 
@@ -96,3 +98,13 @@ def test_front_matter_the_yaml_constructors_reject_is_malformed_not_a_failure(he
     heading as title and no tags."""
     note = f"---\n{header}\ntags: [a, b]\n---\n# Heading\nbody\n"
     assert front_matter_tags(note) == [] and note_title(note) == "Heading"
+
+
+def test_tags_beyond_a_metadata_values_size_are_left_out_and_the_note_kept() -> None:
+    """A note with a thousand front-matter tags was refused whole (``invalid_argument``), its text lost to search."""
+    many = [f"t{number}" for number in range(1_000)]
+    kept = front_matter_tags("---\ntags: [" + ", ".join(many) + "]\n---\nbody\n")
+    joined = ", ".join(kept)
+    assert kept == many[: len(kept)] and len(kept) > 500
+    assert len(joined.encode()) <= MAX_META_VALUE_BYTES < len(", ".join(many[: len(kept) + 1]).encode())
+    check_meta({"tags": joined})  # what the store checks: the note is kept
