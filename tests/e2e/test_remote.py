@@ -247,7 +247,7 @@ def test_a_slow_ask_shows_its_wait_and_its_retries_on_a_terminal_only(home: Home
     """Issue 22 item 4: on a terminal, the spinner line with the seconds waited and each retry as its own line;
     with --json, stdout is the one document it always was (the progress goes to stderr as JSON lines)."""
     rate_limited = Reply(429, {"error": {"message": "rate limited"}}, headers={"Retry-After": "1"})
-    model_server.script("chat", rate_limited, Reply(delay=4), rate_limited)
+    model_server.script("chat", rate_limited, Reply(delay=10), rate_limited)  # the issue's slow service: 10 s
     _start(home, _generation(model_server))
     _add(home, "Backups", "Nightly backups run restic to the NAS.")
 
