@@ -1,9 +1,13 @@
 """What a search embeds and which mode it runs in when none is asked for (R-26, issue 19).
 
-- *Default mode*: ``hybrid`` when the embedding backend is usable, may see the vault, and either the vault is
-  (nearly) embedded (at most :data:`ON_DEMAND_DEFAULT` chunks missing, embedded on demand), or its background index
-  job runs and at least :data:`HYBRID_WHILE_EMBEDDING` of its inputs have a vector (hybrid over the embedded part);
-  else ``bm25``, with a warning saying why. A search never embeds a whole vault through a paid API.
+- *Default mode*: ``hybrid`` when the embedding backend is usable, may see the vault, and the vault is (nearly)
+  embedded (at most :data:`ON_DEMAND_DEFAULT` chunks missing, embedded on demand; none while its background index
+  job runs); else ``bm25``, with a warning saying why. A search never embeds a whole vault through a paid API. While
+  the job runs the default stays bm25, not hybrid over the embedded part: measured with the real model
+  (``ops/bench/partial.py``, ``docs/search-quality.md``, nDCG@10), hybrid over a part fell far below bm25 where
+  queries share the notes' words (``cmrc-sent-zh``: 0.41 against 0.872 at half embedded, 0.783 at nine tenths),
+  though it gained where they do not (``tatoeba-cmn-eng``: 0.493 against 0.009); an explicit ``--mode hybrid``
+  still searches the embedded part.
 - *While a background index job runs*, a vector or hybrid search does not embed the missing inputs itself (the job
   does): it searches what is embedded and says how much that is. This departs from R-26 ("vector and hybrid
   retrieval also embed missing chunks on demand") for that case only: the job is already embedding them, and a
@@ -28,13 +32,6 @@ ON_DEMAND_DEFAULT = 64
 """When no mode is asked for and no background index job runs, hybrid is chosen only if at most this many chunks
 still need embedding on demand; otherwise bm25 with a warning to run ``rag index`` (a real model embeds a few
 chunks per second on a laptop, R-26)."""
-
-HYBRID_WHILE_EMBEDDING = 0.5
-"""While the vault's background index job runs, the default mode is hybrid over the embedded part once at least
-this share of its inputs have a vector, else bm25. Measured with the real model (``ops/bench/partial.py``,
-``docs/search-quality.md``, nDCG@10): at half embedded, hybrid over the embedded part is 0.025 below bm25 where
-queries share the notes' words (``cmrc-sent-zh``, 0.847 against 0.872; above it from three quarters on) and 0.48
-above where they do not (``tatoeba-cmn-eng``, 0.493 against 0.009); at a quarter the first loses 0.09."""
 
 
 class SearchEmbedding:
@@ -81,9 +78,9 @@ class SearchEmbedding:
                 f"`memories rag index {vault.name} --background` for hybrid search"
             )
             return "bm25"
-        inputs = missing.embedded + missing.total_missing
-        if not missing.total_missing or missing.embedded >= HYBRID_WHILE_EMBEDDING * inputs:
+        if not missing.total_missing:
             return "hybrid"
+        inputs = missing.embedded + missing.total_missing
         ctx.warnings.append(
             f"searching with bm25: {missing.embedded:,} of {inputs:,} chunks have a vector so far; "
             f"{_pace(running)} embeds the rest"
