@@ -58,6 +58,8 @@ STATUS_KEYS = {
     "missing",
     "vector_bytes",
     "failed",
+    "vectors",
+    "indexing",
     "watch_count",
     "watches",
 }
