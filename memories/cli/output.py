@@ -28,7 +28,7 @@ import msgspec
 from memories import protocol as p
 from memories.cli.terminal import escape, escape_document
 from memories.client import Answer, Client, RequestFailed
-from memories.errors import EXIT_ERROR, MemoriesError
+from memories.errors import EXIT_ERROR, EXIT_PARTIAL, MemoriesError
 from memories.paths import Home, resolve_home
 
 Document = dict[str, Any]
@@ -388,3 +388,17 @@ def one_line(text: str, limit: int = 60) -> str:
             return "".join(out) + "…"
         out.append(char)
     return "".join(out)
+
+
+def import_exit_status(report: p.IngestReport | p.WatchReport, went_in: Collection[p.IngestStatus]) -> int:
+    """The exit status of an import (``rag ingest``, ``rag watch``): 3 (partial) when the vault is now over an
+    index limit (said on stderr: the cards are stored all the same) or when some files were refused and others have
+    a status in ``went_in``; 1 when every file was refused or is otherwise not in; 0 when none was refused."""
+    over = report.over_limit
+    if over is not None:
+        click.echo(f"error: {escape(over.code)}: the cards are stored, but {escape(over.message)}", err=True)
+        return EXIT_PARTIAL
+    statuses = [result.status for result in report.results]
+    if "refused" not in statuses:
+        return 0
+    return EXIT_PARTIAL if any(status in went_in for status in statuses) else EXIT_ERROR

@@ -11,10 +11,9 @@ import click
 from memories import protocol as p
 from memories.cli import render
 from memories.cli.filters import filter_fields, filter_options
-from memories.cli.output import Session, command, common_options
-from memories.cli.terminal import escape
+from memories.cli.output import Session, command, common_options, import_exit_status
 from memories.cli.watch import unwatch, watch
-from memories.errors import EXIT_ERROR, EXIT_PARTIAL, MemoriesError
+from memories.errors import EXIT_PARTIAL, MemoriesError
 from memories.files import UTF8_BOM, FileTooLarge, NotRegularFile, read_regular_file
 from memories.limits import MAX_RESULTS, check_result_limit
 
@@ -62,15 +61,7 @@ def ingest(
         return EXIT_PARTIAL
 
     session.emit(report, warnings, render.ingest)
-    over = report.over_limit
-    if over is not None:
-        click.echo(f"error: {escape(over.code)}: the cards are stored, but {escape(over.message)}", err=True)
-        return EXIT_PARTIAL
-    statuses = [r.status for r in report.results]
-    if "refused" not in statuses:
-        return 0
-    went_in = any(s in ("added", "updated", "moved", "unchanged") for s in statuses)
-    return EXIT_PARTIAL if went_in else EXIT_ERROR
+    return import_exit_status(report, went_in={"added", "updated", "moved", "unchanged"})
 
 
 @command(rag)

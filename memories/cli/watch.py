@@ -9,9 +9,7 @@ import click
 
 from memories import protocol as p
 from memories.cli import render
-from memories.cli.output import Session, command
-from memories.cli.terminal import escape
-from memories.errors import EXIT_ERROR, EXIT_PARTIAL
+from memories.cli.output import Session, command, import_exit_status
 
 
 @command(None, name="watch")
@@ -64,14 +62,8 @@ def watch(
     )
     report, warnings = session.call(request, progress=True)
     session.emit(report, warnings, render.watch_report)
-    over = report.over_limit
-    if over is not None:
-        click.echo(f"error: {escape(over.code)}: the cards are stored, but {escape(over.message)}", err=True)
-        return EXIT_PARTIAL
-    statuses = [r.status for r in report.results]
-    if "refused" not in statuses:
-        return 0
-    return EXIT_PARTIAL if any(s != "refused" for s in statuses) else EXIT_ERROR
+    # The watch is registered whatever its files did: any file not refused counts as in (skipped, deleted too).
+    return import_exit_status(report, went_in={"added", "updated", "moved", "unchanged", "skipped", "deleted"})
 
 
 def _list(session: Session, vault_ref: str | None) -> int:

@@ -56,3 +56,42 @@ def test_rag_watch_list_lists_whatever_folders_the_current_one_holds(
     done = CliRunner().invoke(cli, ["--home", "/nonexistent", "rag", "watch", "list", "notes"], catch_exceptions=False)
     assert done.exit_code == 0, done.output
     assert sent == [p.RagWatchList(vault="notes")]
+
+
+def _exit_status(monkeypatch: pytest.MonkeyPatch, document: dict[str, Any], *args: str) -> int:
+    def call(self: Session, request: Any, **options: Any) -> tuple[Any, list[str]]:
+        return msgspec.convert(document, request.reply_type()), []
+
+    monkeypatch.setattr(Session, "call", call)
+    return CliRunner().invoke(cli, ["--home", "/nonexistent", *args], catch_exceptions=False).exit_code
+
+
+def _results(*statuses: str) -> list[dict[str, Any]]:
+    return [{"path": f"/n/{number}.md", "source": f"{number}.md", "status": s} for number, s in enumerate(statuses)]
+
+
+WATCH = {
+    "vault": "4f0c9e2a7d1b3c55", "vault_name": "notes", "folder": "/n", "recursive": False, "exclude": [],
+    "on_delete": "delete", "state": "watching", "cards": 1, "missing": 0, "refused": 1, "last_change": None,
+    "last_scan": None,
+}  # fmt: skip
+OVER = {"code": "vault_too_large", "message": "vault 'notes' would hold 10,027 chunks", "details": {}}
+
+
+@pytest.mark.parametrize(
+    ("statuses", "over", "ingest", "watch"),
+    [
+        (["added", "unchanged"], None, 0, 0),
+        (["added", "refused"], None, 3, 3),
+        (["skipped", "refused"], None, 1, 3),  # a watch is registered all the same
+        (["refused"], None, 1, 1),
+        (["added"], OVER, 3, 3),
+    ],
+)
+def test_an_imports_exit_status_says_whether_everything_nothing_or_some_went_in(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, statuses: list[str], over: Any, ingest: int, watch: int
+) -> None:
+    report = {"results": _results(*statuses), "over_limit": over}
+    assert _exit_status(monkeypatch, report, "rag", "ingest", "notes", str(tmp_path)) == ingest
+    watched = {**report, "watch": WATCH}
+    assert _exit_status(monkeypatch, watched, "rag", "watch", "notes", str(tmp_path)) == watch
