@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -64,21 +65,37 @@ def ingest(
     return import_exit_status(report, went_in={"added", "updated", "moved", "unchanged"})
 
 
+def _search_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The options ``rag search`` and ``rag explain`` share (explain runs the search rag search would), and the
+    filters: the command gets ``mode``, ``match_mode``, ``limit``, ``cards_only``, ``no_rerank`` and
+    :func:`~memories.cli.filters.filter_options`' values."""
+    options: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
+        click.option(
+            "--mode",
+            type=click.Choice(["bm25", "vector", "hybrid"]),
+            help="Default: hybrid when a model is installed and the vault embedded, else bm25.",
+        ),
+        click.option("--match-mode", type=click.Choice(["any", "all", "phrase"]), default="any", show_default=True),
+        click.option(
+            "--limit",
+            type=click.IntRange(min=1),
+            default=10,
+            show_default=True,
+            help=f"Most chunks (<= {MAX_RESULTS}).",
+        ),
+        click.option("--cards-only", is_flag=True, help="Only knowledge cards (--kind card)."),
+        click.option("--no-rerank", is_flag=True, help="Skip the rerank stages (vector and hybrid modes)."),
+        filter_options(),
+    ]
+    for option in reversed(options):  # the first option outermost, so listed first in --help
+        fn = option(fn)
+    return fn
+
+
 @command(rag)
 @click.argument("vault_ref", metavar="VAULT")
 @click.argument("query")
-@click.option(
-    "--mode",
-    type=click.Choice(["bm25", "vector", "hybrid"]),
-    help="Default: hybrid when a model is installed, else bm25.",
-)
-@click.option("--match-mode", type=click.Choice(["any", "all", "phrase"]), default="any", show_default=True)
-@click.option(
-    "--limit", type=click.IntRange(min=1), default=10, show_default=True, help=f"Most chunks (<= {MAX_RESULTS})."
-)
-@click.option("--cards-only", is_flag=True, help="Only knowledge cards (--kind card).")
-@click.option("--no-rerank", is_flag=True, help="Skip the reranker (vector and hybrid modes).")
-@filter_options()
+@_search_options
 def search(
     session: Session,
     vault_ref: str,
@@ -114,24 +131,13 @@ def search(
 @command(rag)
 @click.argument("vault_ref", metavar="VAULT")
 @click.argument("query")
-@click.option(
-    "--mode",
-    type=click.Choice(["bm25", "vector", "hybrid"]),
-    help="Default: as rag search (hybrid when a model is installed and the vault embedded, else bm25).",
-)
-@click.option("--match-mode", type=click.Choice(["any", "all", "phrase"]), default="any", show_default=True)
-@click.option(
-    "--limit", type=click.IntRange(min=1), default=10, show_default=True, help=f"Most chunks (<= {MAX_RESULTS})."
-)
-@click.option("--cards-only", is_flag=True, help="Only knowledge cards (--kind card).")
-@click.option("--no-rerank", is_flag=True, help="Skip both rerank stages, as rag search does.")
+@_search_options
 @click.option(
     "--chunk",
     metavar="RECORD_ID[:N]|HASH",
     help="Also explain this chunk (a record's best chunk, its N-th chunk, or a chunk-hash prefix of 8+ hex digits).",
 )
 @click.option("--rerank", is_flag=True, help="Also call the learned [rag.rerank] service (it costs money).")
-@filter_options()
 def explain(
     session: Session,
     vault_ref: str,
