@@ -41,10 +41,19 @@ def filter_fields(
     since: str | None, until: str | None, tag: tuple[str, ...], source: str | None, meta: tuple[str, ...]
 ) -> dict[str, Any]:
     """The request fields of the filter options (``kind`` is passed on by the command itself)."""
-    pairs = {}
-    for pair in meta:
+    return {"since": since, "until": until, "tags": list(tag), "source": source, "meta": meta_pairs(meta)}
+
+
+def meta_pairs(pairs: tuple[str, ...]) -> dict[str, str]:
+    """``--meta KEY=VALUE`` options as a dict (a later key wins), for the filter and for ``memory add``/``update``.
+
+    Raises:
+        click.BadParameter: a pair without ``=`` or with an empty key.
+    """
+    meta = {}
+    for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--meta")
-        pairs[key] = value
-    return {"since": since, "until": until, "tags": list(tag), "source": source, "meta": pairs}
+        meta[key] = value
+    return meta

@@ -14,7 +14,7 @@ import click
 
 from memories import protocol as p
 from memories.cli import render
-from memories.cli.filters import filter_fields, filter_options
+from memories.cli.filters import filter_fields, filter_options, meta_pairs
 from memories.cli.output import Session, command, common_options
 from memories.errors import MemoriesError
 from memories.files import UTF8_BOM, FileTooLarge, NotRegularFile, read_regular_file
@@ -105,16 +105,6 @@ def _read_body_file(path: str) -> bytes:
         raise MemoriesError("invalid_argument", f"cannot read {path}: {exc.strerror}") from None
 
 
-def _meta(pairs: tuple[str, ...]) -> dict[str, str]:
-    meta = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--meta")
-        meta[key] = value
-    return meta
-
-
 _META_HELP = "Metadata KEY=VALUE (repeatable); `source` and `tags` are indexed for search."
 
 
@@ -145,7 +135,7 @@ def add(
         sensitivity=sensitivity,
         title=title,
         body=data,
-        meta=_meta(meta),
+        meta=meta_pairs(meta),
     )
     session.emit(*session.call(request), render.record_ref)
 
@@ -207,7 +197,7 @@ def update(
         title=title,
         body=_body(body, file, required=False),
         sensitivity=sensitivity,
-        meta=_meta(meta) if meta else None,
+        meta=meta_pairs(meta) if meta else None,
         revision=revision,
     )
     session.emit(*session.call(request), render.record_ref)
