@@ -177,7 +177,7 @@ class RagConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     ``[rag.embedding] min_similarity`` is its remote twin. ``keep_vectors`` keeps each record's vectors sealed in the
     home across lock and restart (:mod:`memories.vault.vectors`, a departure from R-19); ``false`` keeps them in
     memory only, and the daemon deletes the kept ones when it starts. ``auto_index``: what the daemon embeds by
-    itself, in the background, after a change (:meth:`memories.daemon.indexing.Indexing.start_reindex`): ``local``
+    itself, in the background, after a change (:meth:`memories.daemon.index.indexing.Indexing.start_reindex`): ``local``
     with the in-process model only, ``always`` also with a remote ``[rag.embedding]`` (which may cost money: never
     the default), ``off`` nothing (and no warm-up of caches at unlock).
     """

@@ -200,7 +200,7 @@ class MemoryRead(ClientRequest["RecordView"]):
 
 # Search filters (issue 20): the same optional fields on every request that searches, lists or answers, the MCP
 # tools' too (their descriptions are the tools' input schemas). Checked and turned into the worker's SearchFilter by
-# memories/daemon/filters.py (invalid_argument naming the filter); applied before the top-k in both rankings.
+# memories/daemon/core/filters.py (invalid_argument naming the filter); applied before the top-k in both rankings.
 
 MAX_FILTER_VALUES = 32
 """Most tags, and most metadata pairs, in one filter."""

@@ -551,7 +551,7 @@ class EmbedBatch(WorkerRequest[Vectors]):
 
 class EmbedCount(WorkerRequest[TokenCounts]):
     """Count the tokens of exact model inputs without running the graph, so the daemon can put inputs of equal
-    token length in one batch (:meth:`memories.daemon.backends.LocalBackend.order`)."""
+    token length in one batch (:meth:`memories.daemon.index.backends.LocalBackend.order`)."""
 
     inputs: list[str]
     model: EmbedLoad

@@ -3,7 +3,7 @@
 
 Each runs its store work through the store gate (:class:`StoreGate`) and marks the vault changed afterwards, so
 every cache of it is stale from the next request on (R-19); an add, update or move also tells the background index
-(:meth:`memories.daemon.indexing.Indexing.start_reindex`), which embeds the new text by itself (``[rag]
+(:meth:`memories.daemon.index.indexing.Indexing.start_reindex`), which embeds the new text by itself (``[rag]
 auto_index``).
 """
 
@@ -13,13 +13,13 @@ from collections.abc import Awaitable, Callable
 
 from memories import protocol as p
 from memories import worker_protocol as w
-from memories.daemon.context import Handlers, RequestContext
-from memories.daemon.filters import listed, search_filter
-from memories.daemon.grants import Grants
-from memories.daemon.jobs import Epochs, JobManager
-from memories.daemon.store_gate import StoreGate
-from memories.daemon.views import record_summary, record_view, vault_info
-from memories.daemon.workers import WorkerHandle
+from memories.daemon.core.context import Handlers, RequestContext
+from memories.daemon.core.filters import listed, search_filter
+from memories.daemon.core.jobs import Epochs, JobManager
+from memories.daemon.core.store_gate import StoreGate
+from memories.daemon.core.views import record_summary, record_view, vault_info
+from memories.daemon.core.workers import WorkerHandle
+from memories.daemon.grants.registry import Grants
 from memories.errors import MemoriesError
 from memories.vault.store import VaultRow
 
@@ -30,7 +30,7 @@ class Records:
     Args:
         store: the store gate; epochs: bumped by every change; jobs: a deleted vault's jobs are cancelled;
         grants: a deleted vault's grants are revoked; index: the index worker, which drops a deleted vault's cache;
-        changed: "a vault changed, keep it embedded" (:meth:`memories.daemon.indexing.Indexing.start_reindex`).
+        changed: "a vault changed, keep it embedded" (:meth:`memories.daemon.index.indexing.Indexing.start_reindex`).
     """
 
     def __init__(
@@ -91,7 +91,7 @@ class Records:
         """Set the device-only policy. A change cuts the vault's jobs (``policy_changed``) and answers once they
         have ended: a job that started under the old policy sends nothing more, and a reply in flight is dropped.
         The policy is stored first, so a job that starts meanwhile sees it at its next remote step
-        (:func:`memories.daemon.egress.check_current_policy`)."""
+        (:func:`memories.daemon.core.egress.check_current_policy`)."""
         vault = await self._store.resolve_unlocked(request.vault)
         changed = vault.device_only != request.device_only
         vault = await self._store.set_policy(vault, request.device_only)

@@ -29,8 +29,8 @@ import msgspec
 import trio
 
 from memories import protocol as p
-from memories.daemon.context import RequestContext
-from memories.daemon.jobs import Job
+from memories.daemon.core.context import RequestContext
+from memories.daemon.core.jobs import Job
 from memories.errors import MemoriesError
 from memories.framing import MAX_CLIENT_FRAME, FrameStream
 from memories.logs import log_failure

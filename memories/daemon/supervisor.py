@@ -45,30 +45,30 @@ import trio
 
 from memories import protocol as p
 from memories.config import Config, weak_kdf_warning
-from memories.daemon.ask import Asking
-from memories.daemon.backends import embedding_backend
-from memories.daemon.bench import Bench
-from memories.daemon.context import Handlers, RequestContext
-from memories.daemon.folder_watch import FolderWatches
-from memories.daemon.grant_requests import GrantRequests
-from memories.daemon.grants import Grants
-from memories.daemon.index_feed import IndexFeed
-from memories.daemon.index_status import IndexStatus
-from memories.daemon.indexing import Indexing
-from memories.daemon.ingest import Ingest
-from memories.daemon.jobs import Epochs, JobManager
-from memories.daemon.kept_vectors import KeptVectors
-from memories.daemon.models import Models, model_manifest
+from memories.daemon.core.context import Handlers, RequestContext
+from memories.daemon.core.jobs import Epochs, JobManager
+from memories.daemon.core.store_gate import StoreGate
+from memories.daemon.core.workers import Spawn, WorkerSet, process_spawner
+from memories.daemon.grants.registry import Grants
+from memories.daemon.grants.requests import GrantRequests
+from memories.daemon.grants.tools import Tools
+from memories.daemon.index.backends import embedding_backend
+from memories.daemon.index.feed import IndexFeed
+from memories.daemon.index.indexing import Indexing
+from memories.daemon.index.kept_vectors import KeptVectors
+from memories.daemon.index.models import Models, model_manifest
+from memories.daemon.index.status import IndexStatus
+from memories.daemon.index.warm_up import RecentVaults, WarmUp
+from memories.daemon.ingest.folder_watch import FolderWatches
+from memories.daemon.ingest.job import Ingest
 from memories.daemon.records import Records
-from memories.daemon.retrieval import Retrieval
-from memories.daemon.search_embedding import SearchEmbedding
+from memories.daemon.restart_watch import FileWatch
+from memories.daemon.search.ask import Asking
+from memories.daemon.search.bench import Bench
+from memories.daemon.search.embedding import SearchEmbedding
+from memories.daemon.search.retrieval import Retrieval
 from memories.daemon.server import Answering, Connection, serve_socket
-from memories.daemon.store_gate import StoreGate
 from memories.daemon.sync import SyncRequests, crash_after
-from memories.daemon.tools import Tools
-from memories.daemon.warm_up import RecentVaults, WarmUp
-from memories.daemon.watch import FileWatch
-from memories.daemon.workers import Spawn, WorkerSet, process_spawner
 from memories.errors import MemoriesError
 from memories.hardening import dumpable
 from memories.models.telemetry import TELEMETRY_ENVIRONMENT
@@ -250,7 +250,7 @@ class Daemon:
             self._nursery.cancel_scope.cancel()
 
     def start_soon(self, fn: Callable[..., Any], *args: Any) -> None:
-        """Start ``fn(*args)`` in the daemon's nursery (:data:`~memories.daemon.context.StartSoon`: background jobs
+        """Start ``fn(*args)`` in the daemon's nursery (:data:`~memories.daemon.core.context.StartSoon`: background jobs
         outlive their client). Raises ``RuntimeError`` before :meth:`start`."""
         if self._nursery is None:
             raise RuntimeError("the daemon is not started")

@@ -21,11 +21,11 @@ import trio
 
 from memories import protocol as p
 from memories.config import Config, weak_kdf_warning
-from memories.daemon.context import Handlers, RequestContext
-from memories.daemon.index_feed import IndexFeed
-from memories.daemon.indexing import Indexing
-from memories.daemon.jobs import Epochs, JobManager, VaultJob
-from memories.daemon.store_gate import StoreGate
+from memories.daemon.core.context import Handlers, RequestContext
+from memories.daemon.core.jobs import Epochs, JobManager, VaultJob
+from memories.daemon.core.store_gate import StoreGate
+from memories.daemon.index.feed import IndexFeed
+from memories.daemon.index.indexing import Indexing
 from memories.errors import MemoriesError
 from memories.sync.engine import Sync, SyncState
 from memories.vault.store import VaultRow

@@ -3,7 +3,7 @@
 Light to import (numpy only): the index worker uses :func:`document_input` to name the exact model input of each
 chunk, and hashes it to key vectors, without loading a tokenizer or ONNX Runtime. Implementation: the local ONNX
 model (:mod:`memories.models.local_onnx`, in the embedding worker). Not to be confused with the daemon's
-:data:`memories.daemon.backends.EmbeddingBackend`, which is where a vault's vectors come from: this local model
+:data:`memories.daemon.index.backends.EmbeddingBackend`, which is where a vault's vectors come from: this local model
 through the embedding worker, or a remote service through the remote worker.
 """
 

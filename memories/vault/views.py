@@ -1,6 +1,6 @@
 """What the record store hands out: small view types of its own, never the client or worker protocol's.
 
-The daemon maps each to its wire type in one place (:mod:`memories.daemon.views`), so the storage format and the
+The daemon maps each to its wire type in one place (:mod:`memories.daemon.core.views`), so the storage format and the
 two protocols change independently: a field added to a reply needs no change here, and a kind the store knows is
 not a kind an older client must decode.
 """

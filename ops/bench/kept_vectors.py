@@ -19,7 +19,7 @@ Usage::
   another (their own embedding of the query included), each timed from the request to its reply, against the same
   searches once all is embedded: the difference is what a query waits for the batch in flight. The embedding is
   the background index the ingest starts (``auto_index = "local"``: batches of at most
-  :data:`~memories.daemon.backends.BACKGROUND_BATCH_TOKENS` padded tokens); the chunks it embeds per second are
+  :data:`~memories.daemon.index.backends.BACKGROUND_BATCH_TOKENS` padded tokens); the chunks it embeds per second are
   given too, so a run with that constant changed weighs the wait saved against the throughput lost.
 
 Figures are for reading, never test assertions; the machine may be shared (the load average is printed).
@@ -41,7 +41,7 @@ import numpy as np
 
 from memories import worker_protocol as w
 from memories.config import CryptoConfig
-from memories.daemon.backends import LOCAL_RECIPE
+from memories.daemon.index.backends import LOCAL_RECIPE
 from memories.protocol import RagIngest, RagSearch, RagStatus
 from memories.rag import kept
 from memories.rag.pipeline import VaultCache

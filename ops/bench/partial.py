@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from memories import worker_protocol as w
-from memories.daemon.backends import LOCAL_RECIPE
+from memories.daemon.index.backends import LOCAL_RECIPE
 from memories.models.embedding import estimated_tokens
 from memories.models.local_onnx import LocalOnnxEmbedder
 from memories.models.telemetry import disable_telemetry_environment

@@ -11,7 +11,7 @@ import hashlib
 import sqlite3
 
 from memories import worker_protocol as w
-from memories.daemon.backends import LOCAL_RECIPE
+from memories.daemon.index.backends import LOCAL_RECIPE
 from memories.rag.chunk_vectors import input_key
 from tests.fixtures.daemon import PASSPHRASE, HomeDir, initialize, with_hooks
 from tests.fixtures.tiny_model import TinyModel

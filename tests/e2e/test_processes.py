@@ -12,7 +12,7 @@ import pytest
 
 from memories import protocol as p
 from memories.client import Client
-from memories.daemon.workers import WORKER_NAMES
+from memories.daemon.core.workers import WORKER_NAMES
 from memories.errors import MemoriesError
 from memories.paths import resolve_home
 from tests.fixtures.daemon import HomeDir, memories_executable

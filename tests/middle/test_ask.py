@@ -1,5 +1,5 @@
 """``rag ask`` in-process: a vault change while the generation runs, its progress while it waits, the structured
-output it asks for (memories/daemon/ask.py). The vault changes
+output it asks for (memories/daemon/search/ask.py). The vault changes
 that keep or drop an answer through the CLI and the loopback fake service are in tests/e2e/test_remote.py."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import trio.testing
 from memories import protocol as p
 from memories import worker_protocol as w
 from memories.config import GenerationConfig, RagConfig
-from memories.daemon.ask import WAITING
-from memories.daemon.context import RequestContext
-from memories.daemon.jobs import Job
+from memories.daemon.core.context import RequestContext
+from memories.daemon.core.jobs import Job
+from memories.daemon.search.ask import WAITING
 from memories.errors import MemoriesError
 from tests.fixtures.middle import running_middle
 

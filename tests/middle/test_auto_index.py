@@ -17,8 +17,8 @@ import trio.testing
 from memories import protocol as p
 from memories import worker_protocol as w
 from memories.config import DaemonConfig, EmbeddingConfig, RagConfig
-from memories.daemon.background import EmbeddingTurns
-from memories.daemon.context import RequestContext
+from memories.daemon.core.context import RequestContext
+from memories.daemon.index.background import EmbeddingTurns
 from memories.errors import MemoriesError
 from tests.fixtures.middle import PASSPHRASE, Middle, running_middle
 

@@ -14,8 +14,8 @@ import trio.testing
 
 from memories import protocol as p
 from memories import worker_protocol as w
-from memories.daemon.context import RequestContext
-from memories.daemon.jobs import GRACE
+from memories.daemon.core.context import RequestContext
+from memories.daemon.core.jobs import GRACE
 from memories.errors import MemoriesError
 from tests.fixtures.middle import Middle
 
@@ -371,7 +371,8 @@ async def test_searches_during_a_long_ingest_answer_from_an_epoch_no_older_than_
     middle: Middle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 12, defect 5: no search fails with vault_changed while an ingest runs."""
-    from memories.daemon import ingest
+    from memories.daemon.ingest import job as ingest
+    from memories.daemon.ingest import note_files
 
     folder = tmp_path / "notes"
     folder.mkdir()
@@ -379,7 +380,7 @@ async def test_searches_during_a_long_ingest_answer_from_an_epoch_no_older_than_
         (folder / f"n{number:03}.md").write_text(f"# note {number}\n\nalpha {number}\n")
     pauses = {ingest.STEP_FILES + 5: threading.Event(), 2 * ingest.STEP_FILES + 5: threading.Event()}
     reached = {at: threading.Event() for at in pauses}
-    read_text = ingest._read_text
+    read_text = note_files.read_note
     reads = 0
 
     def paused_read(candidate: Any) -> Any:  # an ingest that takes its time, in its read thread
@@ -390,7 +391,7 @@ async def test_searches_during_a_long_ingest_answer_from_an_epoch_no_older_than_
             pauses[reads].wait(10)
         return read_text(candidate)
 
-    monkeypatch.setattr(ingest, "_read_text", paused_read)
+    monkeypatch.setattr(note_files, "read_note", paused_read)
     answers: list[tuple[int, int, int, list[str]]] = []
 
     async def search() -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from memories import protocol as p
 from memories.config import CryptoConfig, weak_kdf_warning
-from memories.daemon.context import RequestContext
+from memories.daemon.core.context import RequestContext
 from tests.fixtures.middle import Middle
 
 

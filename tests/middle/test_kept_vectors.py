@@ -11,7 +11,7 @@ import trio
 from memories import protocol as p
 from memories import worker_protocol as w
 from memories.config import RagConfig
-from memories.daemon.context import RequestContext
+from memories.daemon.core.context import RequestContext
 from tests.fixtures.middle import PASSPHRASE, Middle, running_middle
 
 

@@ -1,4 +1,4 @@
-"""The granted status request an MCP server's instructions come from (memories/daemon/tools.py), in process."""
+"""The granted status request an MCP server's instructions come from (memories/daemon/grants/tools.py), in process."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ import trio
 from memories import protocol as p
 from memories import worker_protocol as w
 from memories.config import EmbeddingConfig, RagConfig
-from memories.daemon.context import RequestContext
+from memories.daemon.core.context import RequestContext
 from memories.errors import MemoriesError
 from memories.testing import TestHooks
 from tests.fixtures.middle import PASSPHRASE, Middle, running_middle

@@ -10,7 +10,7 @@ import pytest
 import trio
 
 from memories import worker_protocol as w
-from memories.daemon.workers import WorkerHandle
+from memories.daemon.core.workers import WorkerHandle
 from memories.errors import MemoriesError
 from tests.fixtures.fake_worker import FakeWorker
 

@@ -16,7 +16,7 @@ from memories.caps import (
     fit_hits,
     page,
 )
-from memories.daemon.tools import fit_answer
+from memories.daemon.grants.tools import fit_answer
 
 
 def test_chinese_counts_one_token_a_character_and_other_text_one_a_quarter() -> None:

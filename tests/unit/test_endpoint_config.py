@@ -144,7 +144,7 @@ def test_no_endpoint_tables_means_local_only(tmp_path: Path) -> None:
 
 def test_the_evidence_threshold_is_configurable_per_backend(tmp_path: Path) -> None:
     """``[rag] local_min_similarity`` sets the local model's ``rag ask`` threshold; left out, the measured default."""
-    from memories.daemon.backends import embedding_backend
+    from memories.daemon.index.backends import embedding_backend
     from memories.rag.answers import MIN_SIMILARITY
 
     def threshold(text: str) -> float | None:

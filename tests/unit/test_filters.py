@@ -12,7 +12,7 @@ import pytest
 
 from memories import protocol as p
 from memories import worker_protocol as w
-from memories.daemon.filters import listed, record_date, search_filter
+from memories.daemon.core.filters import listed, record_date, search_filter
 from memories.errors import MemoriesError
 from memories.rag.filters import RecordFacts, admits, source_matches
 from memories.rag.pipeline import VaultCache

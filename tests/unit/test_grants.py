@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from memories.config import CryptoConfig
-from memories.daemon.grants import MAX_EXPIRY_DAYS, Grants, parse_expiry, token_hash
+from memories.daemon.grants.registry import MAX_EXPIRY_DAYS, Grants, parse_expiry, token_hash
 from memories.errors import MemoriesError
 from memories.vault.record_store import RecordStore
 

@@ -11,7 +11,7 @@ import trio
 
 from memories import worker_protocol as w
 from memories.config import EmbeddingConfig, HttpConfig
-from memories.daemon.backends import RemoteBackend
+from memories.daemon.index.backends import RemoteBackend
 from memories.errors import MemoriesError
 from memories.providers import compatible, embedding, gemini
 from memories.providers.capabilities import EmbedText

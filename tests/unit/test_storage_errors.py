@@ -13,7 +13,7 @@ import pytest
 
 from memories import worker_protocol as w
 from memories.config import HttpConfig
-from memories.daemon.models import model_manifest
+from memories.daemon.index.models import model_manifest
 from memories.errors import MemoriesError
 from memories.paths import ensure_private_dir
 from memories.vault.store import Store

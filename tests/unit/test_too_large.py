@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memories.daemon.index_feed import too_large_error
+from memories.daemon.index.feed import too_large_error
 from memories.errors import MemoriesError
 from memories.vault.store import VaultRow
 

@@ -1,6 +1,6 @@
-"""Which file system events wake a watched folder's scan (memories/daemon/folder_events.py): notes, folders and the
-folder itself, a folder whose name has a dot, a path gone; never a dot folder, a temporary file, or a database, log
-or payload written (the home inside a watched folder would otherwise wake a scan with every write of the scan's own
+"""Which file system events wake a watched folder's scan (memories/daemon/ingest/folder_events.py): notes, folders
+and the folder itself, a folder whose name has a dot, a path gone; never a dot folder, a temporary file, or a database,
+log or payload written (the home inside a watched folder would otherwise wake a scan with every write of the scan's own
 state)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from memories.daemon.folder_events import _about_notes
+from memories.daemon.ingest.folder_events import _about_notes
 
 
 @pytest.mark.parametrize(

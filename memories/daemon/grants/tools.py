@@ -2,10 +2,10 @@
 grant's vault only, cut to the result cap (:mod:`memories.caps`).
 
 Revoke, expiry and lock reach calls in flight (R-44): a revoke cuts the jobs of the grant's running calls at once
-(:meth:`Tools.revoked`), and the grant's check (:meth:`~memories.daemon.grants.Grants.guard`: auth epoch, expiry by
-the daemon's clock, lock) is one of the guards of each job's acceptance check (:mod:`memories.daemon.jobs`), so a
-result that finishes after the grant stopped holding is dropped, never sent. A read runs no job; its page is
-checked the same way before it is sent.
+(:meth:`Tools.revoked`), and the grant's check (:meth:`~memories.daemon.grants.registry.Grants.guard`: auth epoch,
+expiry by the daemon's clock, lock) is one of the guards of each job's acceptance check
+(:mod:`memories.daemon.core.jobs`), so a result that finishes after the grant stopped holding is dropped, never sent.
+A read runs no job; its page is checked the same way before it is sent.
 
 A status request (:class:`~memories.protocol.ToolStatus`, the MCP server's instructions) is answered from what
 the daemon already knows: ``rag status``'s counts (the index worker's cache only when it is warm; nothing is built
@@ -27,14 +27,14 @@ import trio
 
 from memories import protocol as p
 from memories.caps import SNIPPET_STEPS, Cost, cost_of, cut_text, fit_hits, page
-from memories.daemon.ask import Asking
-from memories.daemon.context import Handlers, RequestContext
-from memories.daemon.egress import leaves_device
-from memories.daemon.grants import Grants
-from memories.daemon.index_status import IndexStatus
-from memories.daemon.jobs import Job
-from memories.daemon.retrieval import Retrieval
-from memories.daemon.store_gate import StoreGate
+from memories.daemon.core.context import Handlers, RequestContext
+from memories.daemon.core.egress import leaves_device
+from memories.daemon.core.jobs import Job
+from memories.daemon.core.store_gate import StoreGate
+from memories.daemon.grants.registry import Grants
+from memories.daemon.index.status import IndexStatus
+from memories.daemon.search.ask import Asking
+from memories.daemon.search.retrieval import Retrieval
 from memories.errors import MemoriesError
 from memories.vault.catalog import split_tags
 from memories.vault.store import VaultRow
@@ -94,8 +94,8 @@ class Tools:
                 job.cancel("grant_revoked")
 
     async def call(self, request: p.Granted, ctx: RequestContext) -> p.Result:
-        """Authorize ``request.call`` (:meth:`~memories.daemon.grants.Grants.authorize`), answer it, and accept the
-        answer only if the grant still holds.
+        """Authorize ``request.call`` (:meth:`~memories.daemon.grants.registry.Grants.authorize`), answer it, and
+        accept the answer only if the grant still holds.
 
         Raises:
             MemoriesError: the grant's failures (also ``grant_revoked``, ``grant_expired`` or ``vault_locked`` for a

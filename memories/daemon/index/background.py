@@ -8,7 +8,7 @@ embedding batches that give way to foreground ones (issue 19).
 - :class:`EmbeddingTurns`: a background batch starts only when no foreground embedding (``rag index``, the
   on-demand embedding of a search) is running, and only one background batch is in flight at a time: the
   embedding worker serves requests in order, so a search's query embedding waits behind at most that one batch,
-  which is kept small (:data:`memories.daemon.backends.BACKGROUND_BATCH_TOKENS`).
+  which is kept small (:data:`memories.daemon.index.backends.BACKGROUND_BATCH_TOKENS`).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Any
 
 import trio
 
-from memories.daemon.context import StartSoon
-from memories.daemon.jobs import JobManager, VaultJob
+from memories.daemon.core.context import StartSoon
+from memories.daemon.core.jobs import JobManager, VaultJob
 from memories.errors import MemoriesError
 from memories.vault.store import VaultRow
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import trio
 
 from memories.config import config_digest
-from memories.daemon.models import Fingerprint, Models
+from memories.daemon.index.models import Fingerprint, Models
 
 INTERVAL = 1.0
 """Seconds between two looks at the files."""

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from memories import protocol as p
 
 if TYPE_CHECKING:
-    from memories.daemon.jobs import Job
+    from memories.daemon.core.jobs import Job
 
 
 class RequestContext:
@@ -46,7 +46,7 @@ class RequestContext:
 
 StartSoon = Callable[..., None]
 """Start a task in the daemon's nursery (``nursery.start_soon``): background jobs and watches outlive the request
-that started them. Not the worker spawner (:data:`memories.daemon.workers.Spawn`, which starts processes)."""
+that started them. Not the worker spawner (:data:`memories.daemon.core.workers.Spawn`, which starts processes)."""
 
 Handler = Callable[[Any, RequestContext], Awaitable[p.Result]]
 """A request handler: the typed request and its context."""

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import logging
 
-from memories.daemon.backends import EmbeddingBackend
-from memories.daemon.indexing import Indexing
-from memories.daemon.store_gate import StoreGate
+from memories.daemon.core.store_gate import StoreGate
+from memories.daemon.index.backends import EmbeddingBackend
+from memories.daemon.index.indexing import Indexing
 from memories.errors import MemoriesError
 from memories.vault.store import VaultRow
 

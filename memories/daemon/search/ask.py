@@ -11,7 +11,7 @@
 
 Citation checking checks references (every label exists and was sent), not whether each claim is supported by its
 source. A reply that arrives after lock, a revoke or a cancel is dropped (the job's cancel scope and acceptance
-check, :mod:`memories.daemon.jobs`). Retrying generation may add provider cost; retries stay within
+check, :mod:`memories.daemon.core.jobs`). Retrying generation may add provider cost; retries stay within
 ``[rag.http] retries``, and malformed output is never retried.
 
 **Structured output** is asked for as the server took it before in this daemon's run, per ``(url, model)``
@@ -44,14 +44,14 @@ from memories import protocol as p
 from memories import worker_protocol as w
 from memories.caps import cut_answer
 from memories.config import GenerationConfig, RagConfig
-from memories.daemon.backends import request_budget
-from memories.daemon.context import Handlers, RequestContext
-from memories.daemon.egress import check_current_policy, refuse_device_only
-from memories.daemon.filters import search_filter
-from memories.daemon.jobs import JobManager, VaultJob
-from memories.daemon.retrieval import Retrieval
-from memories.daemon.store_gate import StoreGate
-from memories.daemon.workers import WorkerHandle
+from memories.daemon.core.context import Handlers, RequestContext
+from memories.daemon.core.egress import check_current_policy, refuse_device_only
+from memories.daemon.core.filters import search_filter
+from memories.daemon.core.jobs import JobManager, VaultJob
+from memories.daemon.core.store_gate import StoreGate
+from memories.daemon.core.workers import WorkerHandle
+from memories.daemon.index.backends import request_budget
+from memories.daemon.search.retrieval import Retrieval
 from memories.errors import MemoriesError
 from memories.limits import check_result_limit
 from memories.rag.answers import Source, parse_answer, select_sources, user_prompt

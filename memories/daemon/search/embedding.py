@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from memories import protocol as p
 from memories import worker_protocol as w
-from memories.daemon.backends import EmbeddingBackend
-from memories.daemon.context import RequestContext
-from memories.daemon.egress import leaves_device
-from memories.daemon.index_feed import IndexFeed
-from memories.daemon.indexing import Indexing
-from memories.daemon.jobs import Job, VaultJob
-from memories.daemon.warm_up import RecentVaults
+from memories.daemon.core.context import RequestContext
+from memories.daemon.core.egress import leaves_device
+from memories.daemon.core.jobs import Job, VaultJob
+from memories.daemon.index.backends import EmbeddingBackend
+from memories.daemon.index.feed import IndexFeed
+from memories.daemon.index.indexing import Indexing
+from memories.daemon.index.warm_up import RecentVaults
 from memories.errors import MemoriesError
 from memories.vault.store import VaultRow
 

@@ -3,7 +3,7 @@
 A request that would hand vault text to an endpoint (embedding chunks or a query, rerank, generation) asks
 :func:`refuse_device_only` first, before a job starts, so a refusal means not one byte left. A job runs for a
 while (``rag index --background`` for hours), and the policy may change meanwhile: a change cuts the vault's jobs
-(``policy_changed``, :meth:`memories.daemon.jobs.JobManager.cut_vault`), and every remote step (each embedding
+(``policy_changed``, :meth:`memories.daemon.core.jobs.JobManager.cut_vault`), and every remote step (each embedding
 batch, query embedding, rerank and generation) also asks :func:`check_current_policy`, which reads the policy as
 stored now, right before the request is built: a job that started from a vault row read before the change sends
 nothing either. Local inference and loopback services (``127.0.0.0/8``, ``::1``, ``localhost``) are allowed.
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import urllib.parse
 
-from memories.daemon.store_gate import StoreGate
+from memories.daemon.core.store_gate import StoreGate
 from memories.errors import MemoriesError
 from memories.http.urls import is_loopback_host
 from memories.vault.store import VaultRow

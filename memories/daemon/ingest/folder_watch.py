@@ -9,10 +9,10 @@ debounced there (a burst ends after 50 ms without an event, or after 1.6 s), and
 time, inode per file), so a missed event, a folder moved within, or a ``git pull`` of a thousand files is one
 correct scan. A scan is a background job of kind ``watch`` (``memories jobs``, unless it found nothing to do: the
 quiet scan every 5 minutes would push every other job out of the list): the changed files go through the
-ingest job's own import (:meth:`memories.daemon.ingest.Ingest.import_items`: the same rules, the same card
-identity, the ``moved`` rule for renames), gone files through the deletion rules (:mod:`memories.daemon.folder_scan`),
-then the index is brought up to date and the background index embeds the new chunks
-(:meth:`memories.daemon.indexing.Indexing.start_reindex`).
+ingest job's own import (:meth:`memories.daemon.ingest.job.Ingest.import_items`: the same rules, the same card
+identity, the ``moved`` rule for renames), gone files through the deletion rules
+(:mod:`memories.daemon.ingest.folder_scan`), then the index is brought up to date and the background index embeds
+the new chunks (:meth:`memories.daemon.index.indexing.Indexing.start_reindex`).
 
 A watcher that cannot start (the inotify watch limit, or a network file system, which sends no events for changes
 made on other machines) falls back to a scan every :data:`POLL_SECONDS`, and says why and how to raise the limit.
@@ -30,15 +30,16 @@ import msgspec
 import trio
 
 from memories import protocol as p
-from memories.daemon import folder_scan
-from memories.daemon.context import Handlers, RequestContext, StartSoon
-from memories.daemon.folder_events import Watchers, within
-from memories.daemon.folder_scan import FolderProblem, Listing, Plan, identity
-from memories.daemon.index_feed import IndexFeed
-from memories.daemon.indexing import Indexing
-from memories.daemon.ingest import Ingest, exclusions
-from memories.daemon.jobs import Epochs, JobManager, VaultJob
-from memories.daemon.store_gate import StoreGate
+from memories.daemon.core.context import Handlers, RequestContext, StartSoon
+from memories.daemon.core.jobs import Epochs, JobManager, VaultJob
+from memories.daemon.core.store_gate import StoreGate
+from memories.daemon.index.feed import IndexFeed
+from memories.daemon.index.indexing import Indexing
+from memories.daemon.ingest import folder_scan
+from memories.daemon.ingest.folder_events import Watchers, within
+from memories.daemon.ingest.folder_scan import FolderProblem, Listing, Plan, identity
+from memories.daemon.ingest.job import Ingest
+from memories.daemon.ingest.note_files import exclusions
 from memories.errors import MemoriesError
 from memories.testing import TestHooks, grant_clock, unreadable_folders
 from memories.vault.rules import new_id
@@ -65,7 +66,7 @@ class FolderWatches:
         treated as unreadable, a watcher that cannot start.
 
     Attributes:
-        watchers: the running watches (:class:`~memories.daemon.folder_events.Watchers`).
+        watchers: the running watches (:class:`~memories.daemon.ingest.folder_events.Watchers`).
     """
 
     def __init__(
@@ -139,7 +140,7 @@ class FolderWatches:
         self.watchers.stop_all()
 
     async def _background_scan(self, vault: VaultRow, watch_id: str) -> bool | None:
-        """One scan with no client (:data:`memories.daemon.folder_events.Scan`)."""
+        """One scan with no client (:data:`memories.daemon.ingest.folder_events.Scan`)."""
         try:
             _, follow_up = await self.scan(vault, watch_id, RequestContext())
         except MemoriesError as exc:

@@ -11,7 +11,7 @@ eligible id and revision: the worker drops anything else and stamps the epoch on
 so a delta computed from an outdated view (another job synced meanwhile, the cache was evicted) can never leave
 an ineligible record behind. Then the query runs again. A cache built since unlock, a restart or an eviction also
 answers :class:`~memories.worker_protocol.VectorsWanted` for a vector space until the vectors kept in the home are
-handed to it (:class:`memories.daemon.kept_vectors.KeptVectors`).
+handed to it (:class:`memories.daemon.index.kept_vectors.KeptVectors`).
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from typing import TypeVar
 import trio
 
 from memories import worker_protocol as w
-from memories.daemon.jobs import StaleEpoch, VaultJob
-from memories.daemon.kept_vectors import KeptVectors
-from memories.daemon.store_gate import StoreGate
-from memories.daemon.views import index_record
-from memories.daemon.workers import WorkerHandle
+from memories.daemon.core.jobs import StaleEpoch, VaultJob
+from memories.daemon.core.store_gate import StoreGate
+from memories.daemon.core.views import index_record
+from memories.daemon.core.workers import WorkerHandle
+from memories.daemon.index.kept_vectors import KeptVectors
 from memories.errors import MemoriesError
 from memories.vault.store import VaultRow
 

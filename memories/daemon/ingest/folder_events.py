@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 
 import trio
 
-from memories.daemon.context import StartSoon
-from memories.daemon.folder_scan import CONFIRM_SECONDS
-from memories.daemon.ingest import TEXT_SUFFIXES, is_temporary
+from memories.daemon.core.context import StartSoon
+from memories.daemon.ingest.folder_scan import CONFIRM_SECONDS
+from memories.daemon.ingest.note_files import TEXT_SUFFIXES, is_temporary
 from memories.vault.store import VaultRow
 from memories.vault.watches import Watch
 

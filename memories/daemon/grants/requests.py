@@ -1,12 +1,13 @@
-"""``grant create|list|revoke``: the owner's grant requests (the grants themselves: :mod:`memories.daemon.grants`)."""
+"""``grant create|list|revoke``: the owner's grant requests (the grants themselves:
+:mod:`memories.daemon.grants.registry`)."""
 
 from __future__ import annotations
 
 from memories import protocol as p
-from memories.daemon.context import Handlers, RequestContext
-from memories.daemon.grants import Grants
-from memories.daemon.store_gate import StoreGate
-from memories.daemon.tools import Tools
+from memories.daemon.core.context import Handlers, RequestContext
+from memories.daemon.core.store_gate import StoreGate
+from memories.daemon.grants.registry import Grants
+from memories.daemon.grants.tools import Tools
 from memories.errors import MemoriesError
 
 

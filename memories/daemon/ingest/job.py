@@ -1,47 +1,38 @@
 """``rag ingest``: UTF-8 Markdown and text files become general, encrypted knowledge cards (R-03, R-04, R-05).
 
-A folder gives the ``.md``/``.txt`` files directly in it, and with ``--recursive`` those of every subfolder;
-other files are reported ``skipped``; names starting with ``.`` (``.git``, ``.obsidian``) and a sync tool's or an
-editor's temporary and conflict files (:func:`is_temporary`) are not walked; a symbolic link whose target is outside
-the folder is ``skipped`` (a link is never followed out of the folder); a subfolder that cannot be listed is
-``refused``; a file reached twice in one run is read once (see :func:`_walk`);
-``--exclude`` patterns are gitignore-style, matched against the path relative to the folder (a bare name matches
-at any depth). A file named explicitly must be text. Each file's ``source`` is its path relative to the folder
+Which files of a folder are notes, and how one is read, is :mod:`memories.daemon.ingest.note_files`; a file reached
+twice in one run is read once (see :func:`_walk`). Each file's ``source`` is its path relative to the folder
 given (``/``-separated), or its file name when named directly, as of the ingest that stored the card's latest
 revision (an unchanged note ingested through another folder keeps its revision, and its ``source``). A card is its
 file: its resolved path is sealed in the card's header (:class:`~memories.vault.sealing.Origin`), so a later ingest
 of the same file updates that card, and a different file with the same name never does (see
 :meth:`memories.vault.cards.Cards.find_card`).
 
-Refused files (``unsupported_file``: PDF, Office documents, images, archives, NUL bytes, invalid UTF-8; or
-``body_too_large``; or ``internal_error`` when reading or storing that one file failed unexpectedly) store
-nothing; the other files of the run still go in. A UTF-8 BOM is accepted and removed,
-so byte offsets count from the first byte after it.
+A refused file (see :mod:`~memories.daemon.ingest.note_files`; or ``internal_error`` when reading or storing that
+one file failed unexpectedly) stores nothing; the other files of the run still go in.
 """
 
 from __future__ import annotations
 
 import datetime
-import fnmatch
 import logging
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import pathspec
 import trio
 
 from memories import protocol as p
 from memories import worker_protocol as w
-from memories.daemon.context import Handlers, RequestContext
-from memories.daemon.index_feed import IndexFeed
-from memories.daemon.jobs import Epochs, JobManager, VaultJob
-from memories.daemon.store_gate import StoreGate
-from memories.daemon.workers import WorkerHandle
+from memories.daemon.core.context import Handlers, RequestContext
+from memories.daemon.core.jobs import Epochs, JobManager, VaultJob
+from memories.daemon.core.store_gate import StoreGate
+from memories.daemon.core.workers import WorkerHandle
+from memories.daemon.index.feed import IndexFeed
+from memories.daemon.ingest import note_files
+from memories.daemon.ingest.note_files import Candidate, exclusions, walk_folder
 from memories.errors import MemoriesError
-from memories.files import UTF8_BOM, FileTooLarge, NotRegularFile, read_regular_file
-from memories.limits import MAX_BODY_BYTES, body_too_large
 from memories.logs import log_failure
 from memories.vault.store import VaultRow
 from memories.vault.views import Note
@@ -59,64 +50,6 @@ notes, and stops growing once its notes reach this size (a note is at most 2 MiB
 STORAGE_CODES = frozenset({"disk_full", "home_read_only"})
 """Failures of the home's disk, not of one file: an ingest stops at the first one (every later file would fail the
 same way, each with its own line), keeping the cards it stored."""
-
-TEXT_SUFFIXES = frozenset({".md", ".markdown", ".txt"})
-
-_BINARY_SUFFIXES = frozenset(  # documents, images, archives, executables, databases, media
-    (
-        ".pdf .doc .docx .xls .xlsx .ppt .pptx .odt .ods .odp .rtf .epub .png .jpg .jpeg .gif .webp .bmp .tif "
-        ".tiff .heic .zip .gz .tgz .bz2 .xz .7z .rar .tar .zst .exe .dll .so .dylib .bin .sqlite .db .mp3 .mp4 "
-        ".mov .wav .flac .ogg"
-    ).split()
-)
-_MAGIC = (
-    (b"%PDF-", "a PDF document"),
-    (b"PK\x03\x04", "a ZIP archive or Office document"),
-    (b"\x89PNG\r\n\x1a\n", "a PNG image"),
-    (b"\xff\xd8\xff", "a JPEG image"),
-    (b"GIF8", "a GIF image"),
-    (b"\x1f\x8b", "a gzip archive"),
-    (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive"),
-    (b"Rar!", "a RAR archive"),
-    (b"BZh", "a bzip2 archive"),
-    (b"\xfd7zXZ\x00", "an XZ archive"),
-    (b"\xd0\xcf\x11\xe0", "an old Office document"),
-)
-
-
-TEMPORARY_NAMES = (
-    "*.tmp",  # many editors' and sync tools' files being written (Syncthing's ~syncthing~*.tmp too)
-    "~$*",  # Office's owner files
-    ".#*",  # Emacs's lock links
-    "#*#",  # Emacs's auto-saves
-    "*.sync-conflict-*",  # Syncthing's conflict copies
-    "* (conflicted copy *",  # Dropbox's conflict copies
-    ".~lock*",  # LibreOffice's locks
-    "4913",  # the file Vim writes to test a folder before it saves
-    "*~",  # backups
-    "*.swp",  # Vim's swap files
-)
-"""A sync tool's or an editor's temporary and conflict files (``fnmatch`` patterns of a file name, case-sensitive):
-never notes, never walked."""
-
-
-def is_temporary(name: str) -> bool:
-    """The file name is one of :data:`TEMPORARY_NAMES`.
-
-    >>> [is_temporary(n) for n in ("note.md", "note.sync-conflict-20250301-101500-ABCDEFG.md", "~$note.md", "4913")]
-    [False, True, True, True]
-    """
-    return any(fnmatch.fnmatchcase(name, pattern) for pattern in TEMPORARY_NAMES)
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """A file to import: its path as found, its ``source`` (relative to the folder given, or its name), and
-    whether it was named explicitly."""
-
-    path: Path
-    source: str
-    explicit: bool
 
 
 @dataclass(frozen=True)
@@ -169,7 +102,7 @@ class Ingest:
         store: the store gate; jobs: the job queue; index_feed: the index worker's caches, refreshed after an
         ingest; epochs: bumped for every card stored; index: the index worker, which parses the notes' titles and
         front matter (never the supervisor: a note is hostile input); changed: "a vault changed, keep it embedded"
-        (:meth:`memories.daemon.indexing.Indexing.start_reindex`), told once an ingest job ends having written.
+        (:meth:`memories.daemon.index.indexing.Indexing.start_reindex`), told once an ingest job ends having written.
     """
 
     def __init__(
@@ -395,86 +328,11 @@ def _walk(request: p.RagIngest) -> list[Candidate | p.IngestResult]:
     return found
 
 
-def exclusions(patterns: list[str]) -> pathspec.PathSpec:
-    """The ``--exclude`` patterns (gitignore syntax); raises ``invalid_argument`` for one git would not accept."""
-    try:
-        return pathspec.GitIgnoreSpec.from_lines(patterns)
-    except Exception as exc:  # pathspec's pattern errors have no common public base class
-        raise MemoriesError("invalid_argument", f"an --exclude pattern is malformed: {exc}") from None
-
-
-def walk_folder(
-    root: Path,
-    spec: pathspec.PathSpec,
-    recursive: bool,
-    unlisted: list[str] | None = None,
-    unreadable: Callable[[str], bool] | None = None,
-) -> list[Candidate | p.IngestResult]:
-    """The files of the folder ``root`` as ``rag ingest`` takes them (see the module's docstring): candidates in
-    walk order (folders sorted, names sorted), and the files reported ``skipped`` or ``refused``.
-
-    A subfolder that cannot be listed is left out, as ``os.walk`` does; its path relative to ``root``
-    (``/``-separated) is appended to ``unlisted`` when given (a watched folder must not take its files for
-    deleted). ``unreadable`` (test hooks: root ignores ``chmod``) names subfolders to treat as unlistable.
-
-    Raises:
-        OSError: only when ``root`` itself cannot be listed.
-    """
-    found: list[Candidate | p.IngestResult] = []
-    os.scandir(root).close()  # the folder itself must be listable: its failure is the caller's to report
-    inside = os.path.realpath(root)
-    left_out = unlisted if unlisted is not None else []
-
-    def unlistable(error: OSError) -> None:
-        if error.filename == os.fspath(root):  # the folder itself, since the check above: the caller's to report
-            raise error
-        left_out.append(Path(os.path.relpath(error.filename, root)).as_posix())
-
-    for folder, dirs, files in os.walk(root, onerror=unlistable):
-        relative_folder = Path(folder).relative_to(root)
-        if unreadable is not None and folder != str(root) and unreadable(folder):
-            left_out.append(relative_folder.as_posix())
-            dirs[:] = []
-            continue
-        dirs[:] = sorted(
-            d
-            for d in dirs
-            if recursive and not d.startswith(".") and not spec.match_file(f"{(relative_folder / d).as_posix()}/")
-        )
-        for name in sorted(files):
-            relative = (relative_folder / name).as_posix()
-            if name.startswith(".") or is_temporary(name) or spec.match_file(relative):
-                continue
-            path = Path(folder) / name
-            if os.path.islink(path) and os.path.commonpath([inside, os.path.realpath(path)]) != inside:
-                found.append(p.IngestResult(path=str(path), source=relative, status="skipped"))
-                continue
-            if not _is_utf8(str(path)):
-                shown = os.fsencode(path).decode("utf-8", "replace")
-                error = p.ErrorInfo(code="invalid_utf8", message=f"{shown}: the file name is not valid UTF-8")
-                found.append(p.IngestResult(path=shown, source=None, status="refused", error=error))
-                continue
-            if path.suffix.lower() in TEXT_SUFFIXES:
-                found.append(Candidate(path, relative, explicit=False))
-            else:
-                found.append(p.IngestResult(path=str(path), source=relative, status="skipped"))
-    return found
-
-
-def _is_utf8(name: str) -> bool:
-    """A name from the file system decoded without loss (undecodable bytes come back as lone surrogates)."""
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 async def _read(candidate: Candidate) -> _Read | _Unreadable:
     """Read and check one file in a thread, abandoned on cancel: a read stuck on a hung file system must not hold
     the job (or the daemon)."""
     try:
-        path, text, mtime = await trio.to_thread.run_sync(_read_text, candidate, abandon_on_cancel=True)
+        path, text, mtime = await trio.to_thread.run_sync(note_files.read_note, candidate, abandon_on_cancel=True)
     except MemoriesError as exc:
         return _Unreadable(_refused(candidate, exc.code, exc.message))
     except Exception as exc:  # a bug one file ran into: that file is refused, the others still go in
@@ -482,37 +340,6 @@ async def _read(candidate: Candidate) -> _Read | _Unreadable:
         message = f"{candidate.path}: importing it failed unexpectedly ({type(exc).__name__}); see the daemon log"
         return _Unreadable(_refused(candidate, "internal_error", message))
     return _Read(candidate, path, text, mtime)
-
-
-def _read_text(candidate: Candidate) -> tuple[str, str, float]:
-    """The file's resolved path, text and modification time (Unix seconds), read and checked (in a thread).
-
-    Raises:
-        MemoriesError: ``unsupported_file`` (binary or not UTF-8), ``body_too_large``, ``invalid_argument``
-            (unreadable).
-    """
-    path = candidate.path
-    suffix = path.suffix.lower()
-    if suffix in _BINARY_SUFFIXES:
-        raise _unsupported(path, f"a {suffix} file is not text")
-    data = _read_regular_file(path, MAX_BODY_BYTES + len(UTF8_BOM))
-    for magic, what in _MAGIC:
-        if data.startswith(magic):
-            raise _unsupported(path, f"it is {what}")
-    if b"\x00" in data:
-        raise _unsupported(path, "it contains NUL bytes")
-    data = data.removeprefix(UTF8_BOM)
-    if len(data) > MAX_BODY_BYTES:
-        raise body_too_large(str(path), len(data))
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise _unsupported(path, f"it is not valid UTF-8 (byte {exc.start})") from None
-    try:
-        mtime = os.stat(path).st_mtime
-    except OSError:  # gone since it was read: its time is now
-        mtime = datetime.datetime.now().timestamp()
-    return os.path.realpath(path), text, mtime
 
 
 def _stopped_by_storage(exc: MemoriesError, run: _Run) -> MemoriesError:
@@ -535,28 +362,3 @@ def _local_iso(seconds: float) -> str:
 def _refused(candidate: Candidate, code: str, message: str) -> p.IngestResult:
     error = p.ErrorInfo(code=code, message=message)
     return p.IngestResult(path=str(candidate.path), source=candidate.source, status="refused", error=error)
-
-
-def _read_regular_file(path: Path, limit: int) -> bytes:
-    """:func:`memories.files.read_regular_file`, with its failures as ingest refusals.
-
-    Raises:
-        MemoriesError: ``unsupported_file`` (not a regular file), ``body_too_large``, ``invalid_argument``
-            (cannot be opened or read).
-    """
-    try:
-        return read_regular_file(path, limit)
-    except NotRegularFile:
-        raise _unsupported(path, "it is not a regular file (a device, pipe or socket)") from None
-    except FileTooLarge:
-        raise body_too_large(str(path)) from None
-    except OSError as exc:
-        raise MemoriesError("invalid_argument", f"cannot read {path}: {exc.strerror}") from None
-
-
-def _unsupported(path: Path, reason: str) -> MemoriesError:
-    return MemoriesError(
-        "unsupported_file",
-        f"{path}: {reason}; only UTF-8 text and Markdown can be imported — convert it to text first, then import it",
-        {"path": str(path)},
-    )

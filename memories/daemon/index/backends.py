@@ -27,9 +27,9 @@ import trio
 from memories import protocol as p
 from memories import worker_protocol as w
 from memories.config import EmbeddingConfig, HttpConfig, RagConfig
-from memories.daemon.jobs import Job
-from memories.daemon.models import Models
-from memories.daemon.workers import WorkerHandle
+from memories.daemon.core.jobs import Job
+from memories.daemon.core.workers import WorkerHandle
+from memories.daemon.index.models import Models
 from memories.errors import MemoriesError
 from memories.models.embedding import DOCUMENT_PREFIX, vector_space_key
 from memories.providers import choice as providers
@@ -65,7 +65,7 @@ class Embedded:
 
 
 class LocalBackend:
-    """EmbeddingGemma in ``workers.embedding`` (:class:`memories.daemon.models.Models` loads and installs it).
+    """EmbeddingGemma in ``workers.embedding`` (:class:`memories.daemon.index.models.Models` loads and installs it).
 
     Args:
         models: the local model; batch_size: chunks per embedding batch (``[rag] embed_batch_size``);

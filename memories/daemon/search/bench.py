@@ -8,7 +8,7 @@ The client reads the fixture (one JSON question a line) and sends the questions 
 2. **Vectors.** Vector and hybrid modes need every chunk embedded (chunks the service refused aside), or the
    figures would measure on-demand embedding within a budget: ``vectors_missing`` with the count otherwise.
 3. **Searches.** Each question in each mode is one search, as ``rag search --limit 100`` runs it, as its own job
-   with its own budget (:meth:`memories.daemon.retrieval.Retrieval.searched`), reporting ``searches`` done as
+   with its own budget (:meth:`memories.daemon.search.retrieval.Retrieval.searched`), reporting ``searches`` done as
    progress. The learned reranker runs only when asked (it costs money).
 4. **Scores** over the ranked list of distinct records (each record at its best chunk), each relevant record
    gaining 1 (:mod:`memories.rag.metrics`); a question whose top 10 holds no relevant record is *missed*.
@@ -20,13 +20,13 @@ import statistics
 
 from memories import protocol as p
 from memories import worker_protocol as w
-from memories.daemon.backends import EmbeddingBackend
-from memories.daemon.context import Handlers, RequestContext
-from memories.daemon.egress import leaves_device
-from memories.daemon.index_feed import IndexFeed
-from memories.daemon.jobs import JobManager, VaultJob
-from memories.daemon.retrieval import Retrieval
-from memories.daemon.store_gate import StoreGate
+from memories.daemon.core.context import Handlers, RequestContext
+from memories.daemon.core.egress import leaves_device
+from memories.daemon.core.jobs import JobManager, VaultJob
+from memories.daemon.core.store_gate import StoreGate
+from memories.daemon.index.backends import EmbeddingBackend
+from memories.daemon.index.feed import IndexFeed
+from memories.daemon.search.retrieval import Retrieval
 from memories.errors import MemoriesError
 from memories.limits import MAX_RESULTS
 from memories.rag.metrics import mrr_at, ndcg_at, recall_at

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from memories import protocol as p
 from memories import worker_protocol as w
-from memories.daemon.backends import EmbeddingBackend
-from memories.daemon.context import Handlers, RequestContext
-from memories.daemon.index_feed import IndexFeed
-from memories.daemon.jobs import JobManager
-from memories.daemon.kept_vectors import KeptVectors
-from memories.daemon.store_gate import StoreGate
-from memories.daemon.workers import WorkerHandle
+from memories.daemon.core.context import Handlers, RequestContext
+from memories.daemon.core.jobs import JobManager
+from memories.daemon.core.store_gate import StoreGate
+from memories.daemon.core.workers import WorkerHandle
+from memories.daemon.index.backends import EmbeddingBackend
+from memories.daemon.index.feed import IndexFeed
+from memories.daemon.index.kept_vectors import KeptVectors
 from memories.limits import MAX_CACHED_VAULTS, MAX_CHUNKS, MAX_TEXT_BYTES, MAX_VECTOR_BYTES
 
 LIMITS = {

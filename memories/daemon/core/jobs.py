@@ -42,7 +42,7 @@ import trio
 
 from memories import protocol as p
 from memories import worker_protocol as w
-from memories.daemon.workers import WorkerHandle
+from memories.daemon.core.workers import WorkerHandle
 from memories.errors import MemoriesError
 
 log = logging.getLogger("memories.jobs")

@@ -4,7 +4,7 @@ Keys stay in the supervisor: it seals what passes through it from the embedding 
 unseals when a cache is built. Two moments:
 
 - *Load*: a cache built since unlock, a daemon start or an eviction answers the first request that needs a vector
-  space with :class:`~memories.worker_protocol.VectorsWanted`; :class:`~memories.daemon.index_feed.IndexFeed` then
+  space with :class:`~memories.worker_protocol.VectorsWanted`; :class:`~memories.daemon.index.feed.IndexFeed` then
   calls :meth:`KeptVectors.load`: the vault's rows of that space are unsealed in the store thread and handed over
   (:class:`~memories.worker_protocol.IndexLoadVectors`), and the request is asked again. Rows that failed
   authentication are counted for ``rag status``; their inputs are simply missing.
@@ -23,9 +23,9 @@ import msgspec
 import trio
 
 from memories import worker_protocol as w
-from memories.daemon.jobs import VaultJob
-from memories.daemon.store_gate import StoreGate
-from memories.daemon.workers import WorkerHandle
+from memories.daemon.core.jobs import VaultJob
+from memories.daemon.core.store_gate import StoreGate
+from memories.daemon.core.workers import WorkerHandle
 from memories.vault.store import VaultRow
 from memories.vault.views import LoadedVectors, RecordVectors
 

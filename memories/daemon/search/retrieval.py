@@ -1,11 +1,11 @@
 """Search requests: the supervisor's half of the retrieval pipeline (R-06 … R-14); ``rag status`` is
-:mod:`memories.daemon.index_status`.
+:mod:`memories.daemon.index.status`.
 
-A search is a job: it brings the vault's cache up to date (:mod:`memories.daemon.index_feed`), embeds what vector
-and hybrid modes need and picks the default mode (:mod:`memories.daemon.search_embedding`), runs the query in the
+A search is a job: it brings the vault's cache up to date (:mod:`memories.daemon.index.feed`), embeds what vector
+and hybrid modes need and picks the default mode (:mod:`memories.daemon.search.embedding`), runs the query in the
 index worker, keeps only hits of records that are eligible at that revision right now, reorders them with the
 learned reranker when ``[rag.rerank]`` is configured (R-36), and labels them ``S1..Sn`` in rank order. ``rag ask``
-(:mod:`memories.daemon.ask`) retrieves the same way, keeping only evidence chunks.
+(:mod:`memories.daemon.search.ask`) retrieves the same way, keeping only evidence chunks.
 
 Device-only vaults (R-41): an explicit vector or hybrid search, and the learned reranker, are refused before any
 request when their endpoint is not loopback; the default mode falls back to bm25 (and skips such a reranker) with a
@@ -19,15 +19,15 @@ import msgspec
 from memories import protocol as p
 from memories import worker_protocol as w
 from memories.config import RagConfig, RerankConfig
-from memories.daemon.backends import EmbeddingBackend, request_budget
-from memories.daemon.context import Handlers, RequestContext
-from memories.daemon.egress import check_current_policy, leaves_device, refuse_device_only
-from memories.daemon.filters import search_filter
-from memories.daemon.index_feed import IndexFeed
-from memories.daemon.jobs import JobManager, VaultJob
-from memories.daemon.search_embedding import SearchEmbedding
-from memories.daemon.store_gate import StoreGate
-from memories.daemon.workers import WorkerHandle
+from memories.daemon.core.context import Handlers, RequestContext
+from memories.daemon.core.egress import check_current_policy, leaves_device, refuse_device_only
+from memories.daemon.core.filters import search_filter
+from memories.daemon.core.jobs import JobManager, VaultJob
+from memories.daemon.core.store_gate import StoreGate
+from memories.daemon.core.workers import WorkerHandle
+from memories.daemon.index.backends import EmbeddingBackend, request_budget
+from memories.daemon.index.feed import IndexFeed
+from memories.daemon.search.embedding import SearchEmbedding
 from memories.limits import MAX_CHUNKS, check_result_limit
 from memories.vault.store import VaultRow
 

@@ -2,22 +2,22 @@
 on-demand embedding of vector and hybrid searches.
 
 The index worker names a plan of model inputs that have no vector in the current vector space (shortest first by
-its estimate), the embedding backend orders and embeds them (:mod:`memories.daemon.backends`: the local model
+its estimate), the embedding backend orders and embeds them (:mod:`memories.daemon.index.backends`: the local model
 plans several batches, has their tokens counted and embeds them one batch at a time, equal token counts
 together; a remote service gets up to ``concurrency`` batches at once), the index worker stores each batch as it
 comes. Inputs the service refused as too long are stored as failed for that space and never offered again;
 ``rag index`` reports them. Vectors are keyed by the hash of the exact model input, so finished batches survive a
 budget stop, a cancel, a crash of the embedding worker and edits elsewhere in the vault (the job then adopts the
 new epoch and goes on); a retry embeds only what is still missing. The records a batch touched are sealed in the
-home (:class:`memories.daemon.kept_vectors.KeptVectors`) at most every ``SEAL_SECONDS``, at a budget stop and at
+home (:class:`memories.daemon.index.kept_vectors.KeptVectors`) at most every ``SEAL_SECONDS``, at a budget stop and at
 the end of the run, where the rows a load found stale are rewritten too: a lock, a restart or an eviction from
 the worker's cache (R-21: two vaults) then costs a load, not an embedding.
 
 *An index that keeps itself up to date* (``[rag] auto_index``): :meth:`Indexing.start_reindex` is the one entry
 point for "a vault changed, keep it embedded" (ingest, ``memory add|update``, a sync pull, unlock, a watched
-folder). It runs a background job (:class:`memories.daemon.background.BackgroundQueue`: one at a time, one per
+folder). It runs a background job (:class:`memories.daemon.index.background.BackgroundQueue`: one at a time, one per
 vault, later changes join it) that brings the cache up to date, loads the kept vectors and embeds what is missing
-in budgeted rounds, below foreground work (:class:`~memories.daemon.background.EmbeddingTurns`: smaller batches,
+in budgeted rounds, below foreground work (:class:`~memories.daemon.index.background.EmbeddingTurns`: smaller batches,
 each after every foreground embedding run). While it runs, a search does not embed on demand: it searches what is
 embedded and says how much that is.
 """
@@ -33,15 +33,15 @@ import trio
 from memories import protocol as p
 from memories import worker_protocol as w
 from memories.config import RagConfig
-from memories.daemon.backends import EmbeddingBackend, RemoteBackend
-from memories.daemon.background import BackgroundQueue, EmbeddingTurns, Work
-from memories.daemon.context import Handlers, RequestContext, StartSoon
-from memories.daemon.egress import check_current_policy, leaves_device, refuse_device_only
-from memories.daemon.index_feed import IndexFeed
-from memories.daemon.jobs import JobManager, StaleEpoch, VaultJob
-from memories.daemon.kept_vectors import KeptVectors, SealClock
-from memories.daemon.store_gate import StoreGate
-from memories.daemon.workers import WorkerHandle
+from memories.daemon.core.context import Handlers, RequestContext, StartSoon
+from memories.daemon.core.egress import check_current_policy, leaves_device, refuse_device_only
+from memories.daemon.core.jobs import JobManager, StaleEpoch, VaultJob
+from memories.daemon.core.store_gate import StoreGate
+from memories.daemon.core.workers import WorkerHandle
+from memories.daemon.index.backends import EmbeddingBackend, RemoteBackend
+from memories.daemon.index.background import BackgroundQueue, EmbeddingTurns, Work
+from memories.daemon.index.feed import IndexFeed
+from memories.daemon.index.kept_vectors import KeptVectors, SealClock
 from memories.errors import MemoriesError
 from memories.vault.store import VaultRow
 
@@ -180,7 +180,7 @@ class Indexing:
         """Embed every chunk of ``vault`` without a vector in ``space``, plan by plan (``backend.plan_size``
         inputs), per step up to ``concurrency`` batches of ``batch_size`` at once (the local model: one batch),
         the budget checked before every step. A ``background`` run's steps take turns below foreground runs
-        (:class:`~memories.daemon.background.EmbeddingTurns`), with smaller batches.
+        (:class:`~memories.daemon.index.background.EmbeddingTurns`), with smaller batches.
 
         ``embedded_now`` counts the vectors the index worker stored new during this call; ``reused`` those it
         already held when the call began; ``missing`` those still to embed; ``failed`` the chunks the service

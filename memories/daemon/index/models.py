@@ -20,9 +20,9 @@ import trio
 from memories import protocol as p
 from memories import worker_protocol as w
 from memories.config import RagConfig
-from memories.daemon.context import Handlers, RequestContext
-from memories.daemon.jobs import Job, JobManager
-from memories.daemon.workers import WorkerHandle
+from memories.daemon.core.context import Handlers, RequestContext
+from memories.daemon.core.jobs import Job, JobManager
+from memories.daemon.core.workers import WorkerHandle
 from memories.errors import MemoriesError
 from memories.models.manifest import Manifest, pinned_manifest, read_manifest
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from memories import protocol as p
 from memories import worker_protocol as w
-from memories.daemon.filters import record_date
+from memories.daemon.core.filters import record_date
 from memories.vault.catalog import split_tags
 from memories.vault.store import VaultRow
 from memories.vault.views import IndexText, ListedRecord, OpenedRevision

@@ -1,6 +1,6 @@
 """One scan of a watched folder, and what it means for the vault: which files to import, which cards to delete, or
 why the watch must pause instead. Blocking (run in a thread) and otherwise pure: the daemon part
-(:mod:`memories.daemon.folder_watch`) runs the imports and deletions as a job.
+(:mod:`memories.daemon.ingest.folder_watch`) runs the imports and deletions as a job.
 
 **Deletions without disasters.** A deleted card is erased on every synced device, so a file counts as deleted only
 when two scans at least :data:`CONFIRM_SECONDS` apart found it absent (an editor's unlink-and-rename, a sync tool
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memories import protocol as p
-from memories.daemon.ingest import Candidate, exclusions, walk_folder
+from memories.daemon.ingest.note_files import Candidate, exclusions, walk_folder
 from memories.vault.watches import Watch, WatchedFile
 
 CONFIRM_SECONDS = 10.0
