@@ -4,6 +4,9 @@
 - ``memories.sync`` never imports ``memories.daemon``: it depends on the record store only.
 - ``memories.providers`` (the model services' wire formats) imports neither the daemon, the workers, sync nor the
   record store: it is below the daemon and the remote worker, which choose a provider through it.
+- The daemon's wings (``memories/daemon/__init__.py``): ``core`` imports no other part of the daemon; ``index``
+  only ``core``; ``search`` and ``ingest`` never import each other or ``grants``; no wing imports a module of the
+  daemon's top level (``supervisor``, ``server``, …), and that top level has at most ten modules.
 - No module of ``memories`` or ``workers`` takes part in an import cycle (lazy imports inside functions count).
 - No file of ``memories`` is over 600 lines (the two protocol catalogues aside) and no class over 300 lines.
 """
@@ -77,6 +80,55 @@ def test_sync_never_imports_the_daemon() -> None:
 def test_providers_import_neither_the_daemon_the_workers_sync_nor_the_record_store() -> None:
     forbidden = ("memories.daemon", "workers", "memories.sync", "memories.vault")
     assert _offenders("memories.providers", forbidden) == []
+
+
+DAEMON = "memories.daemon"
+WINGS = ("core", "index", "search", "ingest", "grants")
+
+
+def _wing(name: str) -> str | None:
+    """The wing of a daemon module (``memories.daemon.index.feed`` and ``memories.daemon.index`` -> ``index``), or
+    ``None`` at the top level."""
+    parts = name.split(".")
+    return parts[2] if len(parts) >= 3 and parts[2] in WINGS else None
+
+
+def _daemon_offenders(wing: str, allowed: set[str]) -> list[str]:
+    """Imports of the daemon's modules by ``wing``'s modules that land outside ``wing`` and ``allowed`` wings."""
+    return sorted(
+        f"{name} imports {target}"
+        for name, targets in GRAPH.items()
+        if name.startswith(f"{DAEMON}.{wing}.")
+        for target in targets
+        if target.startswith(DAEMON + ".") and _wing(target) not in {wing, *allowed}
+    )
+
+
+def test_the_daemon_core_imports_no_other_wing() -> None:
+    assert _daemon_offenders("core", set()) == []
+
+
+def test_the_daemon_index_imports_only_the_core() -> None:
+    assert _daemon_offenders("index", {"core"}) == []
+
+
+def test_search_and_ingest_never_import_each_other_or_grants() -> None:
+    assert _daemon_offenders("search", {"core", "index"}) == []
+    assert _daemon_offenders("ingest", {"core", "index"}) == []
+
+
+def test_no_wing_imports_the_daemon_top_level_and_the_top_level_is_small() -> None:
+    """A wing's import of a top-level module (``_wing`` is ``None``) is an arrow back up."""
+    upward = sorted(
+        f"{name} imports {target}"
+        for name, targets in GRAPH.items()
+        if _wing(name) is not None
+        for target in targets
+        if target.startswith(DAEMON + ".") and _wing(target) is None
+    )
+    top = sorted(name for name in MODULES if name.startswith(DAEMON + ".") and name.count(".") == 2)
+    assert upward == []
+    assert len([name for name in top if _wing(name) is None]) <= 10, top
 
 
 def test_no_module_takes_part_in_an_import_cycle() -> None:
