@@ -31,8 +31,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import signal
-import socket
 import sys
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from typing import Any
@@ -41,11 +39,11 @@ import anyio
 import uvicorn
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
-from memories.errors import MemoriesError
 from memories.mcp import status
 from memories.mcp.endpoint import LOOPBACK_NAMES, PATH, parse_listen, url_of
 from memories.mcp.server import Context, build_server, logging_to_stderr
 from memories.paths import Home
+from memories.serving import SignalFreeServer, host_name, listen_socket, stop_on_signal
 
 log = logging.getLogger("memories.mcp")
 
@@ -113,14 +111,6 @@ class _HttpPeer:
         return exchange.call() if isinstance(exchange, _Exchange) else anyio.CancelScope()
 
 
-def _host_name(host: str) -> str:
-    """The name part of a ``Host`` header (``[::1]:8765`` -> ``::1``), lowercased."""
-    host = host.strip().lower()
-    if host.startswith("["):
-        return host[1 : host.find("]")] if "]" in host else host
-    return host.rpartition(":")[0] if host.count(":") == 1 else host
-
-
 class Guard:
     """The ASGI app: ``/mcp`` only, loopback ``Host`` and same-port ``Origin`` only (403 otherwise), then the
     SDK's session manager, with each exchange's calls cancelled when it ends."""
@@ -139,7 +129,7 @@ class Guard:
             await _refuse(send, 404, f"not found: the MCP endpoint is {PATH}")
             return
         hosts, origins = headers.get("host", []), headers.get("origin", [])
-        if len(hosts) != 1 or _host_name(hosts[0]) not in LOOPBACK_NAMES:
+        if len(hosts) != 1 or host_name(hosts[0]) not in LOOPBACK_NAMES:
             await _refuse(send, 403, "forbidden: the Host header must name 127.0.0.1, localhost or [::1]")
             return
         if len(origins) > 1 or (origins and origins[0].strip().lower() not in self._origins):
@@ -160,31 +150,6 @@ async def _refuse(send: Send, status_code: int, message: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-class _Server(uvicorn.Server):
-    """uvicorn without its signal handlers, which re-raise SIGTERM after the shutdown (the process would die of
-    it); :func:`serve_http` handles the signals itself and exits with status 0."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
-def _listen(address: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in address else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((address, port))
-        sock.listen(128)
-    except OSError as exc:
-        sock.close()
-        raise MemoriesError(
-            "invalid_argument", f"--http: cannot listen on {address} port {port}: {exc.strerror}"
-        ) from None
-    sock.setblocking(False)
-    return sock
-
-
 def serve_http(home: Home, listen: str) -> None:
     """Serve MCP over HTTP on the loopback address ``listen`` (:func:`parse_listen`) until SIGTERM or SIGINT; says
     ``listening on URL`` on stderr once it accepts connections.
@@ -194,7 +159,7 @@ def serve_http(home: Home, listen: str) -> None:
     """
     address, port = parse_listen(listen)
     logging_to_stderr()
-    sock = _listen(address, port)
+    sock = listen_socket(address, port, "--http")
     port = sock.getsockname()[1]
     manager = StreamableHTTPSessionManager(app=build_server(home, _HttpPeer(home)), json_response=False)
     config = uvicorn.Config(
@@ -204,17 +169,11 @@ def serve_http(home: Home, listen: str) -> None:
         access_log=False,
         timeout_graceful_shutdown=SHUTDOWN_SECONDS,
     )
-    server = _Server(config)
-
-    async def stop_on_signal() -> None:
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            async for _ in signals:
-                server.should_exit = True
-                return
+    server = SignalFreeServer(config)
 
     async def run() -> None:
         async with manager.run(), anyio.create_task_group() as tasks:
-            tasks.start_soon(stop_on_signal)
+            tasks.start_soon(stop_on_signal, server)
             print(f"listening on {url_of(address, port)}", file=sys.stderr, flush=True)
             await server.serve(sockets=[sock])
             tasks.cancel_scope.cancel()

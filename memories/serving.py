@@ -1,0 +1,65 @@
+"""Serving HTTP on loopback, shared by ``memories mcp serve --http`` and ``memories web``: the listening socket
+(bound by us, so a refused address or a busy port is one clear error and port 0 reports the port it picked), the
+``Host`` header's name, and uvicorn without its own signal handlers.
+
+>>> host_name("[::1]:8765"), host_name("LOCALHOST:80"), host_name("127.0.0.1")
+('::1', 'localhost', '127.0.0.1')
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import socket
+from collections.abc import Iterator
+
+import anyio
+import uvicorn
+
+from memories.errors import MemoriesError
+
+
+def host_name(host: str) -> str:
+    """The name part of a ``Host`` header (``[::1]:8765`` -> ``::1``), lowercased."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[1 : host.find("]")] if "]" in host else host
+    return host.rpartition(":")[0] if host.count(":") == 1 else host
+
+
+def listen_socket(address: str, port: int, option: str) -> socket.socket:
+    """A non-blocking TCP socket listening on ``address`` port ``port`` (0: a free one).
+
+    Raises:
+        MemoriesError: ``invalid_argument`` naming ``option`` (``--http``, ``--port``) when it cannot be bound.
+    """
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((address, port))
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise MemoriesError(
+            "invalid_argument", f"{option}: cannot listen on {address} port {port}: {exc.strerror}"
+        ) from None
+    sock.setblocking(False)
+    return sock
+
+
+class SignalFreeServer(uvicorn.Server):
+    """uvicorn without its signal handlers, which re-raise SIGTERM after the shutdown (the process would die of
+    it); :func:`stop_on_signal` ends the server instead, so SIGTERM exits with status 0."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+async def stop_on_signal(server: uvicorn.Server) -> None:
+    """Ask ``server`` to shut down at the first SIGTERM or SIGINT (run it beside ``server.serve``)."""
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for _ in signals:
+            server.should_exit = True
+            return
