@@ -133,10 +133,9 @@ def scan(watch: Watch, unreadable: Callable[[str], bool]) -> Listing:
             continue
         # A file reached twice (a link to another note of the folder) is read once, where it is first found, as
         # ``rag ingest`` reads it: read under both names, its card would take each name in turn at every change.
-        real = os.path.realpath(item.path) if os.path.islink(item.path) else str(item.path)
-        if real in resolved:
+        if item.target in resolved:
             continue
-        resolved.add(real)
+        resolved.add(item.target)
         try:
             stat = os.stat(item.path)
         except OSError:  # gone between the walk and now: the next scan sees it absent

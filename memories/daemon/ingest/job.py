@@ -31,7 +31,7 @@ from memories.daemon.core.store_gate import StoreGate
 from memories.daemon.core.workers import WorkerHandle
 from memories.daemon.index.feed import IndexFeed
 from memories.daemon.ingest import note_files
-from memories.daemon.ingest.note_files import Candidate, exclusions, walk_folder
+from memories.daemon.ingest.note_files import Candidate, exclusions, named_file, walk_folder
 from memories.errors import MemoriesError
 from memories.logs import log_failure
 from memories.vault.store import VaultRow
@@ -314,17 +314,20 @@ def _walk(request: p.RagIngest) -> list[Candidate | p.IngestResult]:
                 error = p.ErrorInfo(code="invalid_argument", message=f"cannot read the folder {path}")
                 found.append(p.IngestResult(path=path, source=None, status="refused", error=error))
         elif root.exists():
-            found.append(Candidate(root, root.name, explicit=True))
+            try:
+                found.append(named_file(root))
+            except OSError as exc:
+                error = p.ErrorInfo(code="invalid_argument", message=f"cannot read {root}: {exc.strerror}")
+                found.append(p.IngestResult(path=raw, source=None, status="refused", error=error))
         else:
             error = p.ErrorInfo(code="invalid_argument", message=f"{root} does not exist")
             found.append(p.IngestResult(path=raw, source=None, status="refused", error=error))
     seen: set[str] = set()
     for index, item in enumerate(found):
         if isinstance(item, Candidate):
-            resolved = os.path.realpath(item.path)
-            if resolved in seen:
+            if item.target in seen:
                 found[index] = p.IngestResult(path=str(item.path), source=item.source, status="skipped")
-            seen.add(resolved)
+            seen.add(item.target)
     return found
 
 

@@ -3,7 +3,9 @@
 A folder gives the ``.md``/``.txt`` files directly in it, and with ``--recursive`` those of every subfolder;
 other files are reported ``skipped``; names starting with ``.`` (``.git``, ``.obsidian``) and a sync tool's or an
 editor's temporary and conflict files (:func:`is_temporary`) are not walked; a symbolic link whose target is outside
-the folder is ``skipped`` (a link is never followed out of the folder); a subfolder that cannot be listed is
+the folder is ``skipped`` (a link is never followed out of the folder), one to another note of the folder is read
+where it points; a note is read from its folder without following any link (a link swapped in after the walk is
+``refused``, :func:`memories.files.read_inside`); a subfolder that cannot be listed is
 ``refused``; ``--exclude`` patterns are gitignore-style, matched against the path relative to the folder (a bare
 name matches at any depth). A file named explicitly must be text.
 
@@ -14,7 +16,6 @@ after it.
 
 from __future__ import annotations
 
-import datetime
 import fnmatch
 import os
 from collections.abc import Callable
@@ -25,7 +26,7 @@ import pathspec
 
 from memories import protocol as p
 from memories.errors import MemoriesError
-from memories.files import UTF8_BOM, FileTooLarge, NotRegularFile, read_regular_file
+from memories.files import UTF8_BOM, FileTooLarge, NotRegularFile, SwappedFile, read_inside
 from memories.limits import MAX_BODY_BYTES, body_too_large
 
 TEXT_SUFFIXES = frozenset({".md", ".markdown", ".txt"})
@@ -79,12 +80,39 @@ def is_temporary(name: str) -> bool:
 
 @dataclass(frozen=True)
 class Candidate:
-    """A file to import: its path as found, its ``source`` (relative to the folder given, or its name), and
-    whether it was named explicitly."""
+    """A file to import: its path as found, its ``source`` (relative to the folder given, or its name), whether
+    it was named explicitly, and where it is read (:func:`memories.files.read_inside`): the resolved ``folder``
+    it is read inside, that folder's ``(device, inode)`` as the walk saw it, and the file's path in it
+    (``parts``: the link's target, for a symbolic link of the folder to another of its notes)."""
 
     path: Path
     source: str
     explicit: bool
+    folder: str
+    folder_identity: tuple[int, int]
+    parts: tuple[str, ...]
+
+    @property
+    def target(self) -> str:
+        """The resolved absolute path read (a card's origin path)."""
+        return os.path.join(self.folder, *self.parts)
+
+
+def named_file(path: Path) -> Candidate:
+    """A file named explicitly (``rag ingest VAULT FILE``): the links on its path are the person's choice and are
+    resolved now; the read then follows none (see :class:`Candidate`).
+
+    Raises:
+        OSError: its folder cannot be reached.
+    """
+    resolved = os.path.realpath(path)
+    folder, name = os.path.split(resolved)
+    return Candidate(path, path.name, explicit=True, folder=folder, folder_identity=_identity(folder), parts=(name,))
+
+
+def _identity(folder: str) -> tuple[int, int]:
+    found = os.stat(folder)
+    return found.st_dev, found.st_ino
 
 
 def exclusions(patterns: list[str]) -> pathspec.PathSpec:
@@ -115,6 +143,7 @@ def walk_folder(
     found: list[Candidate | p.IngestResult] = []
     os.scandir(root).close()  # the folder itself must be listable: its failure is the caller's to report
     inside = os.path.realpath(root)
+    identity = _identity(inside)
     left_out = unlisted if unlisted is not None else []
 
     def unlistable(error: OSError) -> None:
@@ -138,16 +167,20 @@ def walk_folder(
             if name.startswith(".") or is_temporary(name) or spec.match_file(relative):
                 continue
             path = Path(folder) / name
-            if os.path.islink(path) and os.path.commonpath([inside, os.path.realpath(path)]) != inside:
-                found.append(p.IngestResult(path=str(path), source=relative, status="skipped"))
-                continue
+            parts = Path(relative).parts
+            if os.path.islink(path):
+                real = os.path.realpath(path)
+                if os.path.commonpath([inside, real]) != inside:
+                    found.append(p.IngestResult(path=str(path), source=relative, status="skipped"))
+                    continue
+                parts = Path(os.path.relpath(real, inside)).parts  # read where it points, never through it
             if not _is_utf8(str(path)):
                 shown = os.fsencode(path).decode("utf-8", "replace")
                 error = p.ErrorInfo(code="invalid_utf8", message=f"{shown}: the file name is not valid UTF-8")
                 found.append(p.IngestResult(path=shown, source=None, status="refused", error=error))
                 continue
             if path.suffix.lower() in TEXT_SUFFIXES:
-                found.append(Candidate(path, relative, explicit=False))
+                found.append(Candidate(path, relative, False, inside, identity, parts))
             else:
                 found.append(p.IngestResult(path=str(path), source=relative, status="skipped"))
     return found
@@ -163,17 +196,18 @@ def _is_utf8(name: str) -> bool:
 
 
 def read_note(candidate: Candidate) -> tuple[str, str, float]:
-    """The file's resolved path, text and modification time (Unix seconds), read and checked (in a thread).
+    """The file's resolved path, text and modification time (Unix seconds), read and checked (in a thread),
+    inside its folder without following a link (:func:`memories.files.read_inside`).
 
     Raises:
-        MemoriesError: ``unsupported_file`` (binary or not UTF-8), ``body_too_large``, ``invalid_argument``
-            (unreadable).
+        MemoriesError: ``unsupported_file`` (binary or not UTF-8, not a regular file), ``body_too_large``,
+            ``invalid_argument`` (unreadable, or a symbolic link or another folder took its place).
     """
     path = candidate.path
     suffix = path.suffix.lower()
     if suffix in _BINARY_SUFFIXES:
         raise _unsupported(path, f"a {suffix} file is not text")
-    data = _read_regular_file(path, MAX_BODY_BYTES + len(UTF8_BOM))
+    data, mtime = _read_inside(candidate, MAX_BODY_BYTES + len(UTF8_BOM))
     for magic, what in _MAGIC:
         if data.startswith(magic):
             raise _unsupported(path, f"it is {what}")
@@ -186,22 +220,25 @@ def read_note(candidate: Candidate) -> tuple[str, str, float]:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise _unsupported(path, f"it is not valid UTF-8 (byte {exc.start})") from None
-    try:
-        mtime = os.stat(path).st_mtime
-    except OSError:  # gone since it was read: its time is now
-        mtime = datetime.datetime.now().timestamp()
-    return os.path.realpath(path), text, mtime
+    return candidate.target, text, mtime
 
 
-def _read_regular_file(path: Path, limit: int) -> bytes:
-    """:func:`memories.files.read_regular_file`, with its failures as ingest refusals.
+def _read_inside(candidate: Candidate, limit: int) -> tuple[bytes, float]:
+    """:func:`memories.files.read_inside`, with its failures as ingest refusals.
 
     Raises:
         MemoriesError: ``unsupported_file`` (not a regular file), ``body_too_large``, ``invalid_argument``
-            (cannot be opened or read).
+            (cannot be opened or read; a link or another folder took its place).
     """
+    path = candidate.path
     try:
-        return read_regular_file(path, limit)
+        return read_inside(candidate.folder, candidate.folder_identity, candidate.parts, limit)
+    except SwappedFile:
+        raise MemoriesError(
+            "invalid_argument",
+            f"cannot read {path}: a symbolic link (or another folder) took its place after the folder was listed; "
+            "a link is never followed when a note is read",
+        ) from None
     except NotRegularFile:
         raise _unsupported(path, "it is not a regular file (a device, pipe or socket)") from None
     except FileTooLarge:
