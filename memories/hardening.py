@@ -9,7 +9,7 @@
   with every thread and child started meanwhile. The daemon sets ``0o077`` before it starts any thread or child
   and never changes it; workers inherit it. Files and folders are still created with explicit modes.
 
-Not covered (see the README's security notes): a ``kernel.core_pattern`` that pipes cores to a crash collector
+Not covered (see docs/security.md, "No core dumps"): a ``kernel.core_pattern`` that pipes cores to a crash collector
 (``|/usr/lib/systemd/systemd-coredump ...``) ignores ``RLIMIT_CORE`` (the non-dumpable flag still applies);
 with ``fs.suid_dumpable = 2`` the kernel dumps non-dumpable processes too, readable by root only; and memory
 the kernel swaps out reaches the swap device unless swap is encrypted.

@@ -6,10 +6,10 @@ The clients are Node packages pinned by ``tests/package.json`` and its lock, wit
 installs them with ``npm ci`` into a temporary folder and names its ``node_modules/.bin`` in
 ``MEMORIES_MCP_CLIENTS``. Without it these tests are skipped (a developer's ``pytest`` needs no Node).
 
-Conformance scenarios run (README, "Independent clients"): ``server-initialize``, ``ping``, ``tools-list``,
-``tools-call-error`` (an unknown tool answered as a tool error), ``dns-rebinding-protection`` and
-``server-sse-multiple-streams``. The suite cannot send a bearer token, so it sees what a client without a grant
-sees: the tools, and calls that fail with ``grant_invalid``.
+Conformance scenarios run (docs/guide/mcp.md, "Tested with independent clients"): ``server-initialize``,
+``ping``, ``tools-list``, ``tools-call-error`` (an unknown tool answered as a tool error),
+``dns-rebinding-protection`` and ``server-sse-multiple-streams``. The suite cannot send a bearer token, so it
+sees what a client without a grant sees: the tools, and calls that fail with ``grant_invalid``.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ SCENARIOS = (
     "dns-rebinding-protection",
     "server-sse-multiple-streams",
 )
-"""The conformance scenarios that apply to a tools-only server; the README lists the others and why not."""
+"""The conformance scenarios that apply to a tools-only server; docs/guide/mcp.md lists the others and why not."""
 
 TOOLS = ["memory_search", "memory_read", "memory_retrieve", "memory_ask"]
 

@@ -56,8 +56,8 @@ async def test_a_vault_made_device_only_during_the_generation_drops_its_answer(t
 
 
 async def test_without_generation_config_the_owner_and_an_ai_client_each_get_their_own_message(tmp_path: Path) -> None:
-    """The owner learns what to add where (api_key_env is optional for a loopback url, as the README says); an AI
-    client learns what to do instead, in its own tools' words, and nothing of the user's machine."""
+    """The owner learns what to add where (api_key_env is optional for a loopback url, as docs/guide/models.md
+    says); an AI client learns what to do instead, in its own tools' words, and nothing of the user's machine."""
     async with running_middle(tmp_path) as middle:
         with pytest.raises(MemoriesError) as owner:
             await middle.ok(p.RagAsk(vault="notes", question="restic", mode="bm25"))

@@ -26,9 +26,9 @@ async def _index_jobs(middle: Middle) -> list[p.JobInfo]:
 
 
 async def test_a_pull_that_changes_the_vault_reindexes_it_in_the_background_without_a_model(tmp_path: Path) -> None:
-    """With no embedding model installed, a pull that imported a note still starts the background index job the
-    README promises (`memories jobs` shows it): it brings the BM25 index up to date, so the first search after the
-    pull does not pay for it. A pull that imports nothing starts nothing."""
+    """With no embedding model installed, a pull that imported a note still starts the background index job
+    docs/guide/sync.md promises (`memories jobs` shows it): it brings the BM25 index up to date, so the first
+    search after the pull does not pay for it. A pull that imports nothing starts nothing."""
     folder = tmp_path / "shared"
     for name in ("a", "b"):
         (tmp_path / name).mkdir()

@@ -1,5 +1,5 @@
 """The service definitions in ``ops/`` run ``memories daemon run``, restart it on failure only, log where the
-README says, and the README shows how to enable them."""
+guide says, and the guide (docs/guide/service.md) shows how to enable them."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def test_the_systemd_user_unit_runs_and_restarts_the_daemon(repo_root: Path) -> 
     assert unit["Service"]["Restart"] == "on-failure"
     assert (unit["Service"]["UMask"], unit["Service"]["LimitCORE"]) == ("0077", "0")
     assert unit["Install"]["WantedBy"] == "default.target"
-    assert "StandardError" not in unit["Service"]  # the journal, as the README says
+    assert "StandardError" not in unit["Service"]  # the journal, as the guide says
 
 
 def test_the_systemd_user_unit_of_the_mcp_endpoint_serves_loopback_http(repo_root: Path) -> None:
@@ -55,7 +55,7 @@ def test_the_launchd_agent_runs_and_restarts_the_daemon(repo_root: Path) -> None
         agent = plistlib.load(file)
     assert agent["ProgramArguments"] == ["__MEMORIES__", "daemon", "run"]
     assert agent["RunAtLoad"] is True and agent["KeepAlive"] == {"SuccessfulExit": False}
-    # The default home on macOS is platformdirs' user data folder; the README says the log is its logs/daemon.log.
+    # The default home on macOS is platformdirs' user data folder; the guide says the log is its logs/daemon.log.
     home = MacOS("memories").user_data_dir.replace(os.path.expanduser("~"), "__HOME__", 1)
     assert agent["StandardOutPath"] == agent["StandardErrorPath"] == f"{home}/logs/daemon.log"
     assert agent["Umask"] == 0o077 and agent["HardResourceLimits"] == {"Core": 0}
@@ -69,8 +69,8 @@ def test_the_launchd_agent_of_the_mcp_endpoint_serves_loopback_http(repo_root: P
     assert "EnvironmentVariables" not in agent and agent["HardResourceLimits"] == {"Core": 0}
 
 
-def test_the_readme_shows_how_to_enable_them_and_that_the_daemon_starts_locked(repo_root: Path) -> None:
-    readme = (repo_root / "README.md").read_text()
+def test_the_guide_shows_how_to_enable_them_and_that_the_daemon_starts_locked(repo_root: Path) -> None:
+    guide = (repo_root / "docs" / "guide" / "service.md").read_text()
     for step in (
         "ops/systemd/memories.service > ~/.config/systemd/user/memories.service",
         "systemctl --user enable --now memories",
@@ -82,4 +82,4 @@ def test_the_readme_shows_how_to_enable_them_and_that_the_daemon_starts_locked(r
         "systemctl --user enable --now memories-mcp",
         "ops/launchd/org.memories.mcp.plist",
     ):
-        assert step in readme, step
+        assert step in guide, step

@@ -122,7 +122,7 @@ class Indexing:
         and embeddings up to date in the background. When the daemon embeds this vault by itself
         (:meth:`embeds_by_itself`), the vault's background index job (joined when one is queued or running)
         brings the index worker's cache up to date, loads the kept vectors and embeds what is missing in budgeted
-        rounds; otherwise, with ``refresh`` (a pull: the README promises it), it brings the cache (and the kept
+        rounds; otherwise, with ``refresh`` (a pull: docs/guide/sync.md promises it), it brings the cache (and the kept
         vectors, when a model is usable) up to date alone. Returns the job, or ``None`` when nothing is to do. Its
         outcome (also ``model_invalid``, ``vault_too_large``) is visible in ``memories jobs``."""
         embeds = await self.embeds_by_itself(vault)
