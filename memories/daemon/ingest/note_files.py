@@ -168,8 +168,7 @@ def walk_folder(
                 continue
             path = Path(folder) / name
             parts = Path(relative).parts
-            if os.path.islink(path):
-                real = os.path.realpath(path)
+            if (real := _link_target(path)) is not None:
                 if os.path.commonpath([inside, real]) != inside:
                     found.append(p.IngestResult(path=str(path), source=relative, status="skipped"))
                     continue
@@ -184,6 +183,21 @@ def walk_folder(
             else:
                 found.append(p.IngestResult(path=str(path), source=relative, status="skipped"))
     return found
+
+
+def _link_target(path: Path) -> str | None:
+    """The resolved target of ``path`` when it is a symbolic link, else ``None``.
+
+    A link swapped for a file between the check and the resolution (``os.path.realpath`` reads the link it saw,
+    and Python 3.11's raises ``EINVAL`` when a file stands there by then) is no link: what is there now is read
+    as a file, with ``O_NOFOLLOW`` (:func:`read_note`), which refuses it should a link be back by then.
+    """
+    if not os.path.islink(path):
+        return None
+    try:
+        return os.path.realpath(path)
+    except OSError:
+        return None
 
 
 def _is_utf8(name: str) -> bool:
