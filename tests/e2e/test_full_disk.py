@@ -58,6 +58,8 @@ def test_a_full_disk_stops_the_ingest_and_a_read_only_home_says_so(small_disk: P
         big.write_text("x" * 1_000_000)
         added = home.fails("disk_full", "memory", "add", "notes", "--title", "t", "--file", str(big))
         assert str(home.path) in added["message"]
+        for search in (("rag", "search", "notes", "words", "--mode", "bm25"), ("memory", "search", "notes", "words")):
+            assert home.ok(*search)["results"], search  # a search needs no write (issue 29, item 2)
         home.stop()
 
         subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)

@@ -10,12 +10,14 @@ The vaults searched most recently are remembered across lock and restart, sealed
 from __future__ import annotations
 
 import logging
+import sqlite3
 
 from memories.daemon.core.store_gate import StoreGate
 from memories.daemon.index.backends import EmbeddingBackend
 from memories.daemon.index.indexing import Indexing
 from memories.errors import MemoriesError
 from memories.vault.store import VaultRow
+from memories.vault.vaults import RECENT
 
 log = logging.getLogger("memories.indexing")
 
@@ -30,14 +32,39 @@ class RecentVaults:
     def __init__(self, store: StoreGate) -> None:
         self._store = store
         self._order: list[str] | None = None
+        self._refusal_logged = False
 
     async def searched(self, vault: VaultRow) -> None:
-        """A search of ``vault`` ran: it becomes the most recent (written only when the order changes). Raises what
-        the store raises (``vault_locked``)."""
+        """A search of ``vault`` ran: it becomes the most recent (written only when the order changes).
+
+        Best effort (issue 29, item 2: a search never needs a write): when the home refuses the write (a full disk,
+        a read-only home, a database another process holds for writing), the order is kept in memory only and the
+        first such refusal is logged, once per daemon; the search goes on.
+
+        Raises:
+            MemoriesError: ``vault_locked`` (what reading the order raises).
+        """
         if self._order is None:
             self._order = await self._store.recent_vaults()
-        if self._order[:1] != [vault.id]:
+        if self._order[:1] == [vault.id]:
+            return
+        try:
             self._order = await self._store.remember_search(vault)
+        except MemoriesError as exc:
+            if exc.code not in ("disk_full", "home_read_only"):
+                raise
+            self._not_remembered(vault, exc.code)
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:  # "database is locked": another process writes
+                raise
+            self._not_remembered(vault, "database is locked")
+
+    def _not_remembered(self, vault: VaultRow, why: str) -> None:
+        assert self._order is not None
+        self._order = [vault.id, *(other for other in self._order if other != vault.id)][:RECENT]
+        if not self._refusal_logged:
+            self._refusal_logged = True
+            log.warning("the vaults searched most recently are not remembered: the home refused a write (%s)", why)
 
     def forget(self) -> None:
         """Lock: the order is read again, sealed, after the next unlock."""
