@@ -53,6 +53,8 @@ CODES: dict[str, str] = {
     "the revision ids listed.",
     "home_too_new": "The home was written by a newer release of Memories (a store format this one does not know); "
     "upgrade Memories to open it.",
+    "database_damaged": "The home's database file is truncated, overwritten or not a Memories store; nothing was "
+    "changed. The message names the file and the upgrade backups beside it.",
     "integrity_error": "Stored ciphertext failed authentication; it was changed, moved or corrupted.",
     "body_too_large": "The body exceeds the largest accepted size.",
     "invalid_utf8": "Text (a body, a title, a query, any argument) is not valid UTF-8.",

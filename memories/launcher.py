@@ -7,6 +7,7 @@ standard input from ``/dev/null`` and output appended to ``<home>/logs/daemon.lo
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import re
@@ -20,7 +21,7 @@ import msgspec
 from memories import protocol as p
 from memories.client import Client
 from memories.errors import CODES, MemoriesError
-from memories.paths import Home, ensure_private_dir
+from memories.paths import Home, ensure_private_dir, storage_error
 
 START_TIMEOUT = 60.0
 """Seconds ``daemon start`` waits for the socket to answer."""
@@ -30,6 +31,9 @@ STOP_TIMEOUT = 30.0
 
 _POLL = 0.05
 _ERROR_LINE = re.compile(r"^error: ([a-z_]+): (.*)$")
+_FULL_BYTES = 64 * 1024
+"""Free bytes below which a daemon that left no error line is taken to have met a full disk: less than SQLite
+needs to create a store (a few pages and a write-ahead log) or the log its line."""
 
 
 def daemon_status(client: Client) -> p.DaemonStatus | None:
@@ -217,7 +221,9 @@ def _alive(pid: int) -> bool:
 
 
 def _start_error(home: Home, offset: int) -> MemoriesError:
-    """The ``error: CODE: message`` line the failed daemon wrote to its log, as an error."""
+    """The ``error: CODE: message`` line the failed daemon wrote to its log, as an error; ``disk_full`` naming the
+    home when there is none and the home's disk has less than :data:`_FULL_BYTES` free (the daemon could not write
+    its log either: "see the log" would point at nothing)."""
     with open(home.log_path, "rb") as log:
         log.seek(offset)
         lines = log.read().decode("utf-8", "replace").splitlines()
@@ -225,4 +231,9 @@ def _start_error(home: Home, offset: int) -> MemoriesError:
         match = _ERROR_LINE.match(line)
         if match and match.group(1) in CODES:
             return MemoriesError(match.group(1), match.group(2))
+    disk = os.statvfs(home.root)
+    if disk.f_bavail * disk.f_frsize < _FULL_BYTES:
+        full = storage_error(errno.ENOSPC, home.root)
+        assert full is not None
+        return full
     return MemoriesError("daemon_start_failed", f"the daemon exited at start; see {home.log_path}")

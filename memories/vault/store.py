@@ -17,7 +17,6 @@ All methods are blocking; the daemon calls them from one worker thread at a time
 
 from __future__ import annotations
 
-import errno
 import os
 import sqlite3
 import time
@@ -26,10 +25,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from memories.errors import MemoriesError
-from memories.paths import storage_error
-
-_SQLITE_READONLY = 8
-_SQLITE_FULL = 13  # SQLite result codes (sqlite.org/rescode.html)
+from memories.vault.store_file import database_damaged, emptied, storage_refusal, truncated
 
 FORMAT = 3
 """The store format, kept in SQLite's ``user_version``. Format 1 (releases 0.1 and 0.2, ``user_version`` 0) had a
@@ -191,12 +187,27 @@ def _revision_row(row: tuple[Any, ...]) -> RevisionRow:
 
 
 class Store:
-    """The SQLite file at ``path``, created with its schema if missing (file mode 0600)."""
+    """The SQLite file at ``path``, created with its schema if missing (file mode 0600).
+
+    Raises:
+        MemoriesError: ``disk_full`` and ``home_read_only`` (:meth:`storage_error`), ``database_damaged``
+            (:mod:`memories.vault.store_file`: a file truncated, overwritten, or emptied where a store was).
+    """
 
     def __init__(self, path: Path) -> None:
+        self._path = path
+        if emptied(path) or truncated(path):
+            raise database_damaged(path)
+        try:
+            self._open(path)
+        except (sqlite3.Error, OSError) as exc:
+            refused = self.storage_error(exc)
+            if refused is None:
+                raise
+            raise refused from None
+
+    def _open(self, path: Path) -> None:
         path.touch(mode=0o600, exist_ok=True)
-        self._path = path
-        self._path = path
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         for pragma in (
             "journal_mode = WAL",
@@ -238,24 +249,9 @@ class Store:
         self._db.close()
 
     def storage_error(self, exc: BaseException) -> MemoriesError | None:
-        """What a failed store call means when the disk, not the call, failed: ``disk_full`` for SQLite's full
-        database or disk (``SQLITE_FULL``: no space, a quota, or ``max_page_count``) and for ``ENOSPC``/``EDQUOT``,
-        ``home_read_only`` for ``SQLITE_READONLY`` and ``EROFS``, each naming the home's folder; ``None`` for
-        anything else (a bug, reported as such). SQLite reports ``ENOSPC`` as ``SQLITE_FULL`` (os_unix.c)."""
-        folder = str(self._path.parent)
-        if isinstance(exc, sqlite3.Error):
-            primary = getattr(exc, "sqlite_errorcode", -1) & 0xFF  # extended result codes keep the primary in 8 bits
-            if primary == _SQLITE_FULL:
-                return storage_error(errno.ENOSPC, folder)
-            if primary == _SQLITE_READONLY:
-                return MemoriesError(
-                    "home_read_only",
-                    f"the database in {folder} cannot be written (its file system was made read-only, or the file "
-                    "was): nothing was changed",
-                    {"folder": folder},
-                )
-            return None
-        return storage_error(exc.errno, folder) if isinstance(exc, OSError) else None
+        """What a failed store call means when the disk or the file, not the call, failed
+        (:func:`memories.vault.store_file.storage_refusal`); ``None`` for anything else (a bug, reported as such)."""
+        return storage_refusal(exc, self._path)
 
     # -- settings ------------------------------------------------------------------------------------------
 

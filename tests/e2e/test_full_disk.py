@@ -61,6 +61,9 @@ def test_a_full_disk_stops_the_ingest_and_a_read_only_home_says_so(small_disk: P
         for search in (("rag", "search", "notes", "words", "--mode", "bm25"), ("memory", "search", "notes", "words")):
             assert home.ok(*search)["results"], search  # a search needs no write (issue 29, item 2)
         home.stop()
+        second = HomeDir(small_disk / "second")  # a new home on the full disk: named at start (item 3)
+        second.path.mkdir(mode=0o700)
+        assert str(second.path) in second.fails("disk_full", "daemon", "start")["message"]
 
         subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
         started = home.fails("home_read_only", "daemon", "start")
