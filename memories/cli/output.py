@@ -28,6 +28,7 @@ import msgspec
 from memories import protocol as p
 from memories.cli.terminal import escape, escape_document
 from memories.client import Answer, Client, RequestFailed
+from memories.durations import about
 from memories.errors import EXIT_ERROR, EXIT_PARTIAL, MemoriesError
 from memories.paths import Home, resolve_home
 
@@ -365,10 +366,7 @@ def job_pace(job: p.JobInfo | p.IndexingState) -> str:
         text += f", {plain_decimal(job.rate, 2)} per second"
     left = job.seconds_left
     if left is not None:
-        minutes, seconds = divmod(round(left), 60)
-        hours, minutes = divmod(minutes, 60)
-        shown = f"{hours} h {minutes} min" if hours else f"{minutes} min" if minutes else f"{seconds} s"
-        text += f", about {shown} left"
+        text += f", about {about(left)} left"
     return text
 
 

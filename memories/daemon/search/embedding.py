@@ -25,6 +25,7 @@ from memories.daemon.index.backends import EmbeddingBackend
 from memories.daemon.index.feed import IndexFeed
 from memories.daemon.index.indexing import Indexing
 from memories.daemon.index.warm_up import RecentVaults
+from memories.durations import about
 from memories.errors import MemoriesError
 from memories.vault.store import VaultRow
 
@@ -115,5 +116,4 @@ def _pace(job: Job) -> str:
     left = job.seconds_left()
     if left is None:
         return f"background job {job.id}"
-    minutes = round(left / 60)
-    return f"background job {job.id} (about {f'{minutes} min' if minutes else f'{round(left)} s'} left)"
+    return f"background job {job.id} (about {about(left)} left)"
