@@ -5,10 +5,11 @@ Text from the daemon (ids, titles, metadata keys and values, bodies, citations, 
 hold what a terminal obeys rather than shows: C0 controls (ESC starts CSI sequences that clear the screen and OSC
 52 sequences that set the clipboard), DEL, C1 controls (U+009B is a one-character CSI on some terminals), and the
 bidirectional embeddings, overrides and isolates U+202A–U+202E and U+2066–U+2069 that reorder what is shown
-(CVE-2021-42574, "Trojan Source"). :func:`escape` shows each as ``\\xNN`` or ``\\uNNNN``; so are U+2028/U+2029
-(line and paragraph separators) and lone surrogates, which are not text. Every other character, spaces of every
-script included (U+3000 indents Chinese paragraphs), is shown as it is. ``--json`` output needs none of this: JSON
-escapes control characters itself.
+(CVE-2021-42574, "Trojan Source"), and the marks U+200E, U+200F and U+061C (left-to-right, right-to-left and Arabic
+letter marks), which move neutral characters such as ``.`` and ``/`` across a name. :func:`escape` shows each as
+``\\xNN`` or ``\\uNNNN``; so are U+2028/U+2029 (line and paragraph separators) and lone surrogates, which are not
+text. Every other character, spaces of every script included (U+3000 indents Chinese paragraphs), is shown as it
+is. ``--json`` output needs none of this: JSON escapes control characters itself.
 
 :func:`escape_document` applies the rule to every string of a reply (a result struct or a document the CLI built; keys
 too: a metadata key is the peer's text); :meth:`memories.cli.output.Session.emit` calls it before any text renderer
@@ -24,7 +25,7 @@ import msgspec
 
 D = TypeVar("D")
 
-_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
 _LINE_BREAKS = "\n\t"
 
 
@@ -37,10 +38,10 @@ def _escaped(char: str, lines: bool) -> bool:
 
 def escape(text: str, *, lines: bool = False) -> str:
     """``text`` safe to print on a terminal: every C0 control (U+0000–U+001F), DEL and C1 control
-    (U+007F–U+009F), bidirectional control (U+202A–U+202E, U+2066–U+2069), U+2028, U+2029 and lone surrogate
-    becomes ``\\xNN`` (below U+0100) or ``\\uNNNN``. With ``lines`` (a body, an answer: text with paragraphs),
-    newline and tab stay; otherwise they are escaped too (``evil\\x0aname.md``), since a name or title shown on two
-    lines could fake a line of output.
+    (U+007F–U+009F), bidirectional control (U+202A–U+202E, U+2066–U+2069, U+200E, U+200F, U+061C), U+2028, U+2029
+    and lone surrogate becomes ``\\xNN`` (below U+0100) or ``\\uNNNN``. With ``lines`` (a body, an answer: text
+    with paragraphs), newline and tab stay; otherwise they are escaped too (``evil\\x0aname.md``), since a name or
+    title shown on two lines could fake a line of output.
 
     >>> escape("a\\x1b]52;c;cm0=\\x07b \\u202etxt 数据库")
     'a\\\\x1b]52;c;cm0=\\\\x07b \\\\u202etxt 数据库'

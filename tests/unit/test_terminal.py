@@ -29,7 +29,17 @@ def _unsafe(text: str) -> list[str]:
 
 
 def test_escape_makes_controls_and_bidi_visible_and_leaves_text_alone() -> None:
-    for code in [*range(0x20), *range(0x7F, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x2028, 0x2029]:
+    for code in [
+        *range(0x20),
+        *range(0x7F, 0xA0),
+        *range(0x202A, 0x202F),
+        *range(0x2066, 0x206A),
+        0x200E,
+        0x200F,
+        0x061C,
+        0x2028,
+        0x2029,
+    ]:
         shown = escape(chr(code))
         assert shown == (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"), hex(code)
     assert escape("a\nb\tc", lines=True) == "a\nb\tc" and escape("a\nb\tc") == "a\\x0ab\\x09c"
