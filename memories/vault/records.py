@@ -18,7 +18,7 @@ from memories.errors import MemoriesError
 from memories.vault.catalog import Catalog, CatalogEntry
 from memories.vault.heads import Head, Heads, chosen_head, not_found, seal_heads
 from memories.vault.keys import Keyring
-from memories.vault.rules import check_depth, check_header, check_place, decode_body, new_id
+from memories.vault.rules import check_depth, check_header, check_place, new_body, new_id
 from memories.vault.sealing import Origin, RecordHeader, is_eligible, open_field, open_header, rolled_back, seal
 from memories.vault.store import RevisionRow, Store, VaultRow, Write
 from memories.vault.vectors import drops
@@ -55,11 +55,11 @@ class Records:
         or already taken, also by a deleted record).
 
         Raises:
-            MemoriesError: ``body_too_large``, ``invalid_utf8``, ``invalid_argument`` (title, metadata),
+            MemoriesError: ``body_too_large``, ``invalid_utf8``, ``invalid_argument`` (a NUL byte, title, metadata),
                 ``vault_locked``, ``integrity_error`` (the vault's head set).
         """
         header = check_header(RecordHeader(kind, sensitivity, title, dict(meta), origin))
-        text = decode_body(body)
+        text = new_body(body)
         key = self._keys.vault_key(vault)
         heads = self._heads.of(vault, key)
         if record_id is None or record_id in heads.records:
@@ -105,7 +105,7 @@ class Records:
             origin or header.origin,
         )
         check_header(new_header)
-        text = decode_body(body) if body is not None else old_body
+        text = new_body(body) if body is not None else old_body
         drop = [] if is_eligible(new_header) else drops(key, [record_id])
         return record_id, self._write(vault, key, record_id, heads, new_header, text, drop)
 

@@ -57,6 +57,23 @@ def decode_body(body: bytes) -> str:
         raise MemoriesError("invalid_utf8", f"the body is not valid UTF-8 (byte {exc.start})") from None
 
 
+def new_body(body: bytes) -> str:
+    """:func:`decode_body` for a body written now (``memory add`` and ``update``), which must also be text: no NUL
+    byte, as ``rag ingest`` refuses a file holding one. A revision from a sync folder is checked with
+    :func:`decode_body` alone: a body an earlier release accepted stays readable.
+
+    Raises:
+        MemoriesError: what :func:`decode_body` raises; ``invalid_argument`` for a NUL byte.
+    """
+    text = decode_body(body)
+    if "\x00" in text:
+        raise MemoriesError(
+            "invalid_argument",
+            f"the body holds a NUL byte (byte {body.index(0)}): text never does (nothing was stored)",
+        )
+    return text
+
+
 def check_name(name: str) -> str:
     """A vault name in NFC; raises ``invalid_vault_name``."""
     name = unicodedata.normalize("NFC", name)
