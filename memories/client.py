@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import socket
 import struct
+import time
 from collections.abc import Callable
 from typing import Any, Generic, NamedTuple, TypeVar, cast
 
@@ -51,33 +52,44 @@ class Client:
         self.home = home
 
     def connect(self, timeout: float | None = p.SILENCE_SECONDS) -> socket.socket:
-        """A connected socket whose operations time out after ``timeout`` seconds.
+        """A connected socket whose operations time out after ``timeout`` seconds. A full listen backlog (the connect
+        fails with ``EAGAIN``: the daemon runs but has not accepted the connections before this one yet) is tried
+        again after each pause of :data:`BUSY_PAUSES`.
 
         Raises:
             MemoriesError: ``daemon_not_running`` naming the home when no daemon answers (no socket, or a socket
-                left over from a daemon that died); ``daemon_unresponsive`` when the daemon's backlog stays full.
+                left over from a daemon that died); ``daemon_busy`` when the backlog stays full through the
+                retries; ``daemon_unresponsive`` when the connect times out.
         """
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(timeout)
-        try:
-            sock.connect(self.home.socket_path)
-        except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError):
-            sock.close()
-            raise MemoriesError(
-                "daemon_not_running",
-                f"no daemon is running for the home {self.home.root}; start it with `memories daemon start`",
-                {"home": self.home.root},
-            ) from None
-        except TimeoutError:
-            sock.close()
-            raise unresponsive(self.home, timeout) from None
-        except OSError as exc:
-            sock.close()
-            raise MemoriesError(
-                "daemon_not_running", f"cannot reach the daemon of {self.home.root}: {exc.strerror}"
-            ) from None
-        check_peer(sock, self.home)
-        return sock
+        for pause in (*BUSY_PAUSES, None):
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(timeout)
+            try:
+                sock.connect(self.home.socket_path)
+            except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError):
+                sock.close()
+                raise MemoriesError(
+                    "daemon_not_running",
+                    f"no daemon is running for the home {self.home.root}; start it with `memories daemon start`",
+                    {"home": self.home.root},
+                ) from None
+            except BlockingIOError:
+                sock.close()
+                if pause is None:
+                    raise busy(self.home) from None
+                time.sleep(pause)
+                continue
+            except TimeoutError:
+                sock.close()
+                raise unresponsive(self.home, timeout) from None
+            except OSError as exc:
+                sock.close()
+                raise MemoriesError(
+                    "daemon_not_running", f"cannot reach the daemon of {self.home.root}: {exc.strerror}"
+                ) from None
+            check_peer(sock, self.home)
+            return sock
+        raise AssertionError("unreachable: the last pause is None")
 
     def request(
         self,
@@ -94,17 +106,38 @@ class Client:
         Raises:
             RequestFailed: the daemon's failure (code, message, details, warnings).
             MemoriesError: ``invalid_utf8`` and ``invalid_argument`` from :func:`encode_request`;
-                ``daemon_not_running``, also when the daemon hangs up without an answer; ``daemon_unresponsive``
-                when ``timeout`` seconds pass without a frame; ``protocol_mismatch`` from :func:`read_reply`.
+                ``daemon_not_running``, also when the daemon hangs up without an answer; ``daemon_busy`` from
+                :meth:`connect`, or when the daemon still answers ``daemon_busy`` after the pauses of
+                :data:`BUSY_PAUSES`; ``daemon_unresponsive`` when ``timeout`` seconds pass without a frame;
+                ``protocol_mismatch`` from :func:`read_reply`.
         """
         payload = encode_request(self.home, request)
+        for pause in BUSY_PAUSES:
+            try:
+                return self._exchange(payload, request, on_progress, timeout)
+            except RequestFailed as exc:
+                if exc.code != "daemon_busy":
+                    raise
+            time.sleep(pause)  # the daemon refused before reading the request: sending it again is safe
+        return self._exchange(payload, request, on_progress, timeout)
+
+    def _exchange(
+        self,
+        payload: bytes,
+        request: p.ClientRequest[R],
+        on_progress: Callable[[p.Progress], None] | None,
+        timeout: float | None,
+    ) -> Answer[R]:
         with self.connect(timeout) as sock:
             try:
                 send_frame(sock, payload)
             except TimeoutError:
                 raise unresponsive(self.home, timeout) from None
             except OSError:
-                raise _gone(self.home) from None
+                # a busy daemon answers and closes without reading: its refusal may wait in our buffer
+                sent = False
+            else:
+                sent = True
             while True:
                 try:
                     frame = recv_frame(sock)
@@ -122,8 +155,16 @@ class Client:
                         on_progress(message)
                 elif isinstance(message, p.Failure):
                     raise RequestFailed(message)
+                elif not sent:
+                    raise _gone(self.home)
                 else:
                     return read_reply(message, request)
+
+
+BUSY_PAUSES = (0.05, 0.1, 0.2, 0.4, 0.8)
+"""Seconds a client waits before trying again when the daemon is busy (its listen backlog full, or its
+``daemon_busy`` answer beyond :data:`memories.daemon.server.MAX_CONNECTIONS` connections): 1.55 s in all, a
+bound chosen so that a burst of parallel MCP calls is absorbed and a person is not kept waiting."""
 
 
 _FRAMES = msgspec.msgpack.Decoder(p.ClientFrame)
@@ -195,6 +236,17 @@ def check_peer(sock: socket.socket, home: Home) -> None:
             "daemon_not_running",
             f"the socket {home.socket_path} belongs to another user (uid {uid}); refusing to talk to it",
         )
+
+
+def busy(home: Home) -> MemoriesError:
+    """``daemon_busy``: the daemon of ``home`` runs, but its queue of new connections stayed full through the
+    retries of :data:`BUSY_PAUSES`. Retryable: the same request may be sent again."""
+    return MemoriesError(
+        "daemon_busy",
+        f"the daemon of {home.root} is running but busy (its queue of new connections is full); "
+        "this is temporary: try again in a moment",
+        {"home": home.root, "retryable": True},
+    )
 
 
 def unresponsive(home: Home, timeout: float | None) -> MemoriesError:

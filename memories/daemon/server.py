@@ -47,6 +47,11 @@ MAX_CONNECTIONS = 100
 """Connections served at once; one more is answered ``daemon_busy`` and closed (the CLI and MCP clients use one per
 request and close it)."""
 
+BACKLOG = 1024
+"""Connections the kernel queues before the daemon accepts them (``listen``; Linux caps it at
+``net.core.somaxconn``, 4096 by default). With 64, a burst of 300 parallel MCP calls filled it and the clients'
+connects failed with ``EAGAIN`` (issue 29); a client still meeting a full queue retries, then says ``daemon_busy``."""
+
 _PEER_CREDENTIALS = struct.Struct("3i")  # struct ucred: pid, uid, gid (Linux)
 
 
@@ -161,7 +166,7 @@ async def serve_socket(
     # bind: the umask is process-wide, and workers spawned meanwhile would inherit a narrower one.
     await sock.bind(os.fspath(path))
     os.chmod(path, 0o600)
-    sock.listen(64)
+    sock.listen(BACKLOG)
     listener = trio.SocketListener(sock)
     owner = os.getuid() if owner_uid is None else owner_uid
     task_status.started()
@@ -204,7 +209,8 @@ async def _refuse_busy(stream: trio.SocketStream) -> None:
     """Answer ``daemon_busy`` without reading the request (one small frame: it fits the socket's buffer), close."""
     failure = p.Failure(
         code="daemon_busy",
-        message=f"the daemon is serving {MAX_CONNECTIONS} connections at once; try again in a moment",
+        message=f"the daemon is running but busy (serving {MAX_CONNECTIONS} connections at once); this is "
+        "temporary: try again in a moment",
     )
     with trio.move_on_after(1), contextlib.suppress(*_HANGUP, OSError):
         await FrameStream(stream, stream, MAX_CLIENT_FRAME).send(msgspec.msgpack.encode(failure))
