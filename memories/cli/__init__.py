@@ -30,6 +30,7 @@ COMMANDS = {
     "inject": "memories.cli.inject:inject",
     "mcp": "memories.cli.mcp:mcp",
     "sync": "memories.cli.sync:sync",
+    "web": "memories.cli.web:web",
 }
 """Subcommand name -> ``module:attribute`` of its click command."""
 
