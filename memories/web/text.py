@@ -68,9 +68,9 @@ _TEXT: dict[str, tuple[str, str, str]] = {
     ),
     "truncated": ("The answer was cut at its length cap.", "回答超出长度上限，已截断。", "回答超出長度上限，已截斷。"),
     "waiting": (
-        "The model is working; this page loads when it answers. Stop loading (Esc) to cancel.",
-        "模型正在作答；回答后本页才会载入。停止载入（Esc）即可取消。",
-        "模型正在作答；回答後本頁才會載入。停止載入（Esc）即可取消。",
+        "After you ask, this page loads when the model has answered.",
+        "提问后，模型作答完毕本页才会载入。",
+        "提問後，模型作答完畢本頁才會載入。",
     ),
     "locked": (
         "The vault is locked. Unlock it in a terminal with `memories unlock`, then reload this page.",
