@@ -1,6 +1,6 @@
 """Serving HTTP on loopback, shared by ``memories mcp serve --http`` and ``memories web``: the listening socket
 (bound by us, so a refused address or a busy port is one clear error and port 0 reports the port it picked), the
-``Host`` header's name, and uvicorn without its own signal handlers.
+``Host`` header's name, uvicorn without its own signal handlers, and a deadline for request headers.
 
 >>> host_name("[::1]:8765"), host_name("LOCALHOST:80"), host_name("127.0.0.1")
 ('::1', 'localhost', '127.0.0.1')
@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import signal
 import socket
@@ -15,6 +16,7 @@ from collections.abc import Iterator
 
 import anyio
 import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from memories.errors import MemoriesError
 
@@ -46,6 +48,36 @@ def listen_socket(address: str, port: int, option: str) -> socket.socket:
         ) from None
     sock.setblocking(False)
     return sock
+
+
+HEADER_SECONDS = 30.0
+"""A connection must send a request's whole headers this long after it opens or after its previous response, else
+it is closed (uvicorn has no such deadline: 1,100 half-sent requests stayed open; the daemon socket's own is
+30 s)."""
+
+MAX_HTTP_CONNECTIONS = 100
+"""Connections and requests served at once (uvicorn's ``limit_concurrency``: 503 beyond), as the daemon socket's
+``MAX_CONNECTIONS``."""
+
+
+class HeaderDeadline(H11Protocol):
+    """uvicorn's h11 protocol (``uvicorn.Config(http=HeaderDeadline)``) that closes a connection whose request
+    headers are not all in :data:`HEADER_SECONDS` after it opened or after its last response."""
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._arm()
+
+    def _arm(self) -> None:
+        self.loop.call_later(HEADER_SECONDS, self._expire, self.cycle)
+
+    def _expire(self, cycle: object) -> None:
+        if self.cycle is cycle and not self.transport.is_closing():  # no request's headers since it was armed
+            self.transport.close()
 
 
 class SignalFreeServer(uvicorn.Server):

@@ -73,11 +73,14 @@ def test_only_loopback_hosts_and_this_servers_origins_are_served(home: HomeDir) 
             assert response.json()["error"]["message"].startswith("forbidden: ")
         for headers in ({}, {"Origin": f"http://localhost:{port}"}, {"Origin": f"http://127.0.0.1:{port}"}):
             response = httpx.post(server.url, json=INITIALIZE, headers={**ACCEPT, **headers}, timeout=60)
-            assert response.status_code == 200, headers
+            assert response.status_code == 401, headers  # past Host and Origin: a session needs a grant (item 11)
         assert httpx.get(server.url.replace("/mcp", "/other"), timeout=60).status_code == 404
 
         wire = HttpWire(server.url, "mem_" + "A" * 43)
-        opened = wire.open("2025-11-25")
+        refused = wire.post(INITIALIZE)  # no daemon can check the token: no session
+        assert refused.status_code == 503 and "daemon_not_running" in refused.text
+        assert wire.session is None
+        opened = wire.open(MODERN)
         assert "The Memories daemon is not running" in opened["instructions"]
         for _ in range(2):
             line = _line(_call(wire, "memory_search", {"query": "x"}))
@@ -89,8 +92,8 @@ def test_only_loopback_hosts_and_this_servers_origins_are_served(home: HomeDir) 
 def test_each_request_is_judged_under_its_own_token(home: HomeDir, tmp_path: Path) -> None:
     """One server, several grants: each request goes to the daemon under its own bearer token and nothing is
     cached across tokens, so two grants never see each other's vault, even in one session; no token, a malformed,
-    revoked or expired one get stdio's refusals; caps and strict arguments hold; lock answers vault_locked and the
-    server stays up; no token ever reaches the log."""
+    revoked or expired one get stdio's refusals (and an initialize without a valid one is 401: no session); caps
+    and strict arguments hold; lock answers vault_locked and the server stays up; no token ever reaches the log."""
     clock = tmp_path / "clock-offset"
     clock.write_text("0")
     with_hooks(home, clock_offset_file=str(clock))
@@ -138,12 +141,13 @@ def test_each_request_is_judged_under_its_own_token(home: HomeDir, tmp_path: Pat
             revoked["token"]: "grant_revoked: ",
         }
         for token, start in refusals.items():
-            for version in ("2025-11-25", MODERN):
-                wire = HttpWire(server.url, token)
-                assert "no valid grant" in wire.open(version)["instructions"]
-                assert _line(_call(wire, "memory_search", {"query": "apple"})).startswith(start), (token, version)
+            wire = HttpWire(server.url, token)
+            assert wire.post(INITIALIZE).status_code == 401 and wire.session is None, token  # no session (item 11)
+            assert "no valid grant" in wire.open(MODERN)["instructions"]
+            assert _line(_call(wire, "memory_search", {"query": "apple"})).startswith(start), token
         basic = HttpWire(server.url, None, Authorization="Basic dXNlcjpwYXNz")
-        basic.open("2025-11-25")
+        assert basic.post(INITIALIZE).status_code == 401
+        basic.open(MODERN)
         assert _line(_call(basic, "memory_search", {"query": "apple"})).startswith("grant_invalid: this request")
 
         late = HttpWire(server.url, expiring)
