@@ -9,7 +9,9 @@ With ``--http [127.0.0.1:]PORT`` the entries are the HTTP form instead, for a ``
 user runs (the URL and ``Authorization: Bearer <token>``; see :mod:`memories.clients`).
 
 Without ``--force`` an existing ``memories`` entry and an installed skill that differs are kept; with it they are
-replaced (the skill backed up first) and the grant the old entry held is revoked. ``all`` configures the clients
+replaced (the skill backed up first) and the grant the old entry held is revoked, in the home that issued it (the
+old entry's ``MEMORIES_HOME``); when that home's daemon cannot be reached the note says which grant in which home
+is still active and how to revoke it. ``all`` configures the clients
 that are installed (their folder exists) and says which it skipped.
 """
 
@@ -26,11 +28,12 @@ from memories import protocol as p
 from memories.cli import render
 from memories.cli.grant import EXPIRES_HELP, SCOPE_HELP, parse_scope
 from memories.cli.output import Session, command
-from memories.client import RequestFailed
+from memories.client import Client, RequestFailed
 from memories.clients import CLIENTS, SERVER_NAME, TOKEN_ENV, ClientTarget, target
 from memories.configfiles import json_entry, merge_json, merge_toml, read_config, toml_entry, write_config
 from memories.errors import EXIT_ERROR, EXIT_PARTIAL, MemoriesError
 from memories.mcp.endpoint import parse_listen, url_of
+from memories.paths import CONFIG_NAME, HOME_ENV, Home
 from memories.skill import install_skill
 
 _DESKTOP_NOTE = "Claude Desktop has no Linux build; nothing to configure"
@@ -72,6 +75,21 @@ def _old_token(entry: Any) -> str | None:
         if isinstance(value, str) and value.startswith("Bearer "):
             return value.removeprefix("Bearer ")
     return None
+
+
+def _old_home(entry: Any) -> Home | None:
+    """The home a stdio entry names (its ``env``'s ``MEMORIES_HOME``, its ``--config``); ``None`` for the HTTP form
+    or an entry without one."""
+    env = entry.get("env") if isinstance(entry, dict) else None
+    root = env.get(HOME_ENV) if isinstance(env, dict) else None
+    if not isinstance(root, str) or not root:
+        return None
+    args = entry.get("args")
+    config = None
+    if isinstance(args, list) and "--config" in args[:-1]:
+        config = args[args.index("--config") + 1]
+    root = os.path.realpath(os.path.expanduser(root))
+    return Home(root, config if isinstance(config, str) else os.path.join(root, CONFIG_NAME))
 
 
 class _Injector:
@@ -126,22 +144,51 @@ class _Injector:
         try:
             backup = write_config(target.config_path, _merged(target, text, self.entry(target, grant.token)))
         except MemoriesError:
-            self._revoke(p.GrantRevoke(id=grant.id))
+            self._revoke(self.session.client, p.GrantRevoke(id=grant.id))
             raise
-        old = _old_token(current)
-        if old is not None and old != grant.token:
-            self._revoke(p.GrantRevoke(token=old))
         note = f"restart {target.title} to load the {SERVER_NAME} server"
         if self.url is not None:
             note += f" (at {self.url}: keep `memories mcp serve --http` running on that port)"
+        old = _old_token(current)
+        if old is not None and old != grant.token:
+            still_active = self._revoke_replaced(old, _old_home(current), target.name)
+            if still_active:
+                note += f"; {still_active}"
         return {"status": "configured", "grant": grant.id, "backup": backup, "restart": True, "note": note}
 
-    def _revoke(self, request: p.GrantRevoke) -> None:
+    def _revoke_replaced(self, token: str, issuer: Home | None, client: str) -> str | None:
+        """Revoke the grant of the replaced entry's ``token`` in the home that issued it (``issuer``, the entry's
+        ``MEMORIES_HOME``; this home when the entry names none or names this one). ``None`` when it is revoked (or
+        was gone already), else what the user must do: that home's daemon cannot be reached, or (the HTTP form
+        names no home) no grant of this home holds the token."""
+        if issuer is None or issuer.root == self.session.home.root:
+            if self._revoke(self.session.client, p.GrantRevoke(token=token)) or issuer is not None:
+                return None
+            return (
+                "the replaced entry's grant is not one of this home's: if another home issued it, it is still "
+                f"active there (`memories --home HOME grant list` shows it as client {client}; `grant revoke ID`)"
+            )
         try:
-            self.session.client.request(request)
+            self._revoke(Client(issuer), p.GrantRevoke(token=token))
+        except MemoriesError as exc:
+            return (
+                f"the replaced entry's grant, issued by the home {issuer.root}, is still active ({exc.code}): "
+                f"start and unlock that home's daemon, then `memories --home {issuer.root} grant list` shows it as "
+                f"client {client} and `memories --home {issuer.root} grant revoke ID` ends it"
+            )
+        return None
+
+    @staticmethod
+    def _revoke(client: Client, request: p.GrantRevoke) -> bool:
+        """Whether ``client``'s home revoked the grant; ``False`` when it holds no such grant (``grant_invalid``:
+        already purged, or another home's)."""
+        try:
+            client.request(request)
         except RequestFailed as exc:
-            if exc.code != "grant_invalid":  # an old entry's token from another home, or already purged
+            if exc.code != "grant_invalid":
                 raise
+            return False
+        return True
 
 
 @command(None, name="inject")

@@ -12,7 +12,7 @@ import tomlkit
 
 from memories.clients import TOKEN_ENV
 from memories.skill import bundled_skill
-from tests.fixtures.daemon import HomeDir
+from tests.fixtures.daemon import HomeDir, initialize
 from tests.fixtures.mcp_client import call, mcp_session
 from tests.fixtures.mcp_wire import HttpServer, HttpWire
 
@@ -226,3 +226,33 @@ def test_the_http_form_reaches_a_running_endpoint_and_replacing_a_form_revokes_t
     assert all(states[row["grant"]] == "active" for row in http["clients"] if row.get("grant"))
     refused = home.run("inject", "cursor", "--vault", "notes", "--scope", "search", "--http", "0.0.0.0:8765")
     assert refused.code == 1 and refused.error_code == "invalid_argument"
+
+
+def test_force_revokes_the_replaced_grant_in_the_home_that_issued_it(
+    clients: tuple[HomeDir, Path], tmp_path: Path
+) -> None:
+    """Issue 29, item 5: ``inject --force`` run against another home replaced the entry and left the old grant
+    active without a word. The grant is revoked in the home that issued it when that home's daemon answers;
+    otherwise the note names the grant's home and client and how to revoke it."""
+    first, _ = clients
+    (tmp_path / "other").mkdir(mode=0o700)
+    second = HomeDir(tmp_path / "other", dict(first.env))
+    second.config.write_text(first.config.read_text())
+    try:
+        initialize(second)
+        issued = first.ok("inject", "claude-code", "--vault", "notes", "--scope", "search")["clients"][0]["grant"]
+        row = second.ok("inject", "claude-code", "--vault", "notes", "--scope", "search", "--force")["clients"][0]
+        assert "still active" not in row["note"]
+        states = {g["id"]: g["state"] for g in first.ok("grant", "list")["grants"]}
+        assert states[issued] == "revoked"
+
+        second.stop()  # the entry now holds the second home's grant, and that home's daemon is down
+        row = first.ok("inject", "claude-code", "--vault", "notes", "--scope", "search", "--force")["clients"][0]
+        other = str((tmp_path / "other").resolve())
+        assert (
+            f"the replaced entry's grant, issued by the home {other}, is still active (daemon_not_running)"
+            in (row["note"])
+        )
+        assert f"memories --home {other} grant revoke ID" in row["note"] and "client claude-code" in row["note"]
+    finally:
+        second.stop()
