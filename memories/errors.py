@@ -21,6 +21,8 @@ CODES: dict[str, str] = {
     "daemon_already_running": "A daemon already serves this home.",
     "daemon_start_failed": "The daemon did not come up; its log says why.",
     "daemon_unresponsive": "A daemon holds the home but does not answer (stopped or stuck); `daemon stop` ends it.",
+    "http_port_foreign": "The MCP HTTP port is held by another user's process, which would capture grant tokens "
+    "(Linux: /proc/net/tcp); stop it or use another port.",
     "daemon_busy": "The daemon runs but is busy (100 connections open at once, or its queue of new connections full); "
     "retryable: the clients try again for 1.5 s, then say so; try again in a moment.",
     "home_mismatch": "The running daemon serves another home or config file.",
