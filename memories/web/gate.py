@@ -3,7 +3,9 @@
 1. **Host**: exactly one ``Host`` header naming 127.0.0.1, localhost or [::1] (DNS rebinding), else 403.
 2. **Origin**: at most one, and when present this server's own origin (``http://127.0.0.1:PORT`` and its loopback
    twins), else 403; a request other than GET or HEAD without an ``Origin`` is refused too (403): a browser always
-   sends it on a POST, so a state-changing request must say where it comes from.
+   sends it on a POST, so a state-changing request must say where it comes from. Under ``Referrer-Policy:
+   no-referrer`` a browser sends ``Origin: null`` on our own forms' POSTs; that counts as same-origin only with
+   ``Sec-Fetch-Site: same-origin``, a header no page can set (the Fetch standard's forbidden request headers).
 3. **The link token** (``?token=``): spent for a session, answered with the session cookie
    (``HttpOnly; SameSite=Strict; Path=/``, no ``Secure``: plain loopback HTTP) and a redirect to the same address
    without the token; a spent, expired or wrong token gets 403.
@@ -105,7 +107,11 @@ class Gate:
         if len(hosts) != 1 or host_name(hosts[0]) not in LOOPBACK_NAMES:
             await refuse(secured, 403, "the Host header must name 127.0.0.1, localhost or [::1]")
             return
-        if len(origins) > 1 or (origins and origins[0].strip().lower() not in self._origins):
+        origin = origins[0].strip().lower() if len(origins) == 1 else None
+        if origin == "null" and headers.get("sec-fetch-site") == ["same-origin"]:
+            origin = None  # our own form under Referrer-Policy: no-referrer (the browser says so in Sec-Fetch-Site)
+            origins = ["same-origin"]
+        if len(origins) > 1 or (origin is not None and origin not in self._origins):
             await refuse(secured, 403, "requests from another origin (another web page) are not served")
             return
         if method not in ("GET", "HEAD") and not origins:

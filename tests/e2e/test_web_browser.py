@@ -1,7 +1,8 @@
 """``memories web`` in a real browser (issue 31): Debian's chromium, headless, driven by selenium through
 ``/usr/bin/chromedriver`` (nothing downloaded at run time), against a real daemon with sample notes in Chinese
 (Simplified and Traditional) and English: a search with a filter and a mode, a result opened at its span, hostile
-notes that set no flag, the status page, the language switch, keyboard use. One daemon, one browser, one server for
+notes that set no flag, a question asked of the loopback fake generation service and its [S1] followed to the
+note, the status page, the language switch, keyboard use. One daemon, one browser, one server for
 every check (module fixtures); a screenshot of each page goes to the test's output folder. Without chromium (and
 without apt for .ci/run to install it) the module skips and says so."""
 
@@ -18,6 +19,7 @@ import pytest
 
 from tests.fixtures.daemon import FAST_KDF, HomeDir, initialize, memories_executable
 from tests.fixtures.mcp_client import server_env
+from tests.fixtures.model_servers import ModelServer
 
 CHROMIUM, DRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 if not (CHROMIUM.exists() and DRIVER.exists()):
@@ -39,8 +41,8 @@ HOSTILE = (
 class Web:
     """The server's base URL, the browser and the screenshot folder."""
 
-    def __init__(self, base: str, browser: Any, shots: Path) -> None:
-        self.base, self.browser, self.shots = base, browser, shots
+    def __init__(self, base: str, browser: Any, shots: Path, home: HomeDir, server: ModelServer) -> None:
+        self.base, self.browser, self.shots, self.home, self.server = base, browser, shots, home, server
 
     def shot(self, name: str) -> None:
         self.browser.save_screenshot(str(self.shots / f"{name}.png"))
@@ -54,7 +56,13 @@ def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Web]:
     root = tmp_path_factory.mktemp("web")
     (root / "home").mkdir(mode=0o700)
     home = HomeDir(root / "home")
-    home.config.write_text(FAST_KDF)
+    server = ModelServer()  # the loopback fake embedding and generation services
+    home.config.write_text(
+        FAST_KDF
+        + f"[rag.embedding]\nprotocol = 'compatible'\nurl = '{server.url('embeddings')}'\nmodel = 'fake'\n"
+        + "dimensions = 8\nbatch_size = 2\nconcurrency = 1\n"
+        + f"[rag.generation]\nprotocol = 'compatible'\nurl = '{server.url('chat')}'\nmodel = 'fake-chat'\n"
+    )
     initialize(home)
     notes = [
         ("card", "公园散步", "今天 去了 公园 散步，天气 很好。\n\n第二段 写 别的 事情。"),
@@ -85,13 +93,14 @@ def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Web]:
         browser.get(found.group(1) + found.group(2))
         shots = root / "screenshots"
         shots.mkdir()
-        yield Web(found.group(1), browser, shots)
+        yield Web(found.group(1), browser, shots, home, server)
     finally:
         if browser is not None:
             browser.quit()
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=60)
         home.stop()
+        server.close()
 
 
 def test_search_with_a_filter_and_a_mode_then_open_at_the_span(web: Web) -> None:
@@ -146,3 +155,21 @@ def test_status_page_and_the_language_switch(web: Web) -> None:
     browser.get(f"{web.base}/language?to=zh-Hans&back=/search")
     assert "搜索" in browser.find_element(By.TAG_NAME, "body").text
     web.shot("search-zh-Hans")
+
+
+def test_ask_and_follow_a_citation(web: Web) -> None:
+    browser = web.browser
+    browser.get(f"{web.base}/ask")
+    question = browser.find_element(By.NAME, "question")
+    question.send_keys("公园 散步")
+    browser.find_element(By.CSS_SELECTOR, "form.ask button").click()
+    WebDriverWait(browser, 60).until(lambda b: b.find_elements(By.CSS_SELECTOR, "a.cite, .error, .insufficient"))
+    cite = browser.find_elements(By.CSS_SELECTOR, "a.cite")
+    assert cite and cite[0].text == "[S1]", browser.find_element(By.TAG_NAME, "main").text
+    web.shot("ask")
+    cite[0].click()
+    source = browser.find_element(By.CSS_SELECTOR, "li#S1 a")
+    source.click()
+    hit = WebDriverWait(browser, 30).until(lambda b: b.find_elements(By.ID, "hit"))
+    assert hit[0].text
+    web.shot("ask-cited-note")

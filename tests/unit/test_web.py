@@ -102,6 +102,14 @@ async def test_token_once_then_cookie_then_csrf(tmp_path: Path) -> None:
             assert (await client.post("/jobs/cancel", data={"job": "1", "csrf": token})).status_code == 403
             done = await client.post("/jobs/cancel", data={"job": "1", "csrf": token}, headers=ORIGIN)
             assert done.status_code == 303 and isinstance(daemon.requests[-1], p.JobCancel)
+            null = {"Origin": "null"}  # what a browser sends on our own form under Referrer-Policy: no-referrer
+            assert (
+                await client.post("/jobs/cancel", data={"job": "1", "csrf": token}, headers=null)
+            ).status_code == 403
+            same = {**null, "Sec-Fetch-Site": "same-origin"}
+            assert (
+                await client.post("/jobs/cancel", data={"job": "1", "csrf": token}, headers=same)
+            ).status_code == 303
             reused = await client.get(f"/search?token={access.token}")
             assert reused.status_code == 403
         async with _client(daemon.home, access) as stranger:  # another client with the spent link, no cookie
