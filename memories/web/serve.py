@@ -1,5 +1,6 @@
 """``memories web``'s server: 127.0.0.1 only, the :class:`~memories.web.gate.Gate` in front of the pages, uvicorn
-with no access log (a logged URL would hold the link token), ended by SIGTERM or Ctrl-C with status 0."""
+with no access log (a logged URL would hold the link token), :mod:`memories.serving`'s header deadline and
+connection cap, ended by SIGTERM or Ctrl-C with status 0."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import anyio
 import uvicorn
 
 from memories.paths import Home
-from memories.serving import SignalFreeServer, listen_socket, stop_on_signal
+from memories.serving import MAX_HTTP_CONNECTIONS, HeaderDeadline, SignalFreeServer, listen_socket, stop_on_signal
 from memories.web.access import Access
 from memories.web.gate import Gate
 from memories.web.pages import Pages
@@ -37,7 +38,14 @@ def serve_web(home: Home, port: int, open_browser: bool) -> None:
     sock = listen_socket(ADDRESS, port, "--port")
     port = sock.getsockname()[1]
     access = Access()
-    config = uvicorn.Config(build(home, port, access), lifespan="off", log_level="warning", access_log=False)
+    config = uvicorn.Config(
+        build(home, port, access),
+        lifespan="off",
+        log_level="warning",
+        access_log=False,
+        http=HeaderDeadline,
+        limit_concurrency=MAX_HTTP_CONNECTIONS,
+    )
     server = SignalFreeServer(config)
     link = f"http://{ADDRESS}:{port}/search?token={access.token}"
 
