@@ -1,6 +1,7 @@
 """Serving HTTP on loopback, shared by ``memories mcp serve --http`` and ``memories web``: the listening socket
 (bound by us, so a refused address or a busy port is one clear error and port 0 reports the port it picked), the
-``Host`` header's name, uvicorn without its own signal handlers, and a deadline for request headers.
+``Host`` header's name, uvicorn without its own signal handlers, a deadline for request headers, and a log filter
+that says a repeated error once.
 
 >>> host_name("[::1]:8765"), host_name("LOCALHOST:80"), host_name("127.0.0.1")
 ('::1', 'localhost', '127.0.0.1')
@@ -10,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import signal
 import socket
+import time
 from collections.abc import Iterator
 
 import anyio
@@ -78,6 +81,41 @@ class HeaderDeadline(H11Protocol):
     def _expire(self, cycle: object) -> None:
         if self.cycle is cycle and not self.transport.is_closing():  # no request's headers since it was armed
             self.transport.close()
+
+
+REPEAT_SECONDS = 60.0
+"""A log record like one already written (same logger, message template and exception type) within this long is
+counted, not written; the next one written after it says how many were left out."""
+
+
+class Repeats(logging.Filter):
+    """Writes a repeated record once per :data:`REPEAT_SECONDS` with the count of those left out: the accept loop
+    of an exhausted server (``EMFILE``) wrote 121 MB to stderr in 15 s. Add it to the loggers ``asyncio`` and
+    ``uvicorn.error`` (:func:`quiet_repeats`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._seen: dict[tuple[str, object, object], tuple[float, int]] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        kind = record.exc_info[0] if record.exc_info else None
+        key = (record.name, record.msg, kind)
+        now = time.monotonic()
+        since, left_out = self._seen.get(key, (float("-inf"), 0))
+        if now - since < REPEAT_SECONDS:
+            self._seen[key] = (since, left_out + 1)
+            return False
+        self._seen[key] = (now, 0)
+        if left_out:
+            record.msg = f"{record.msg} (and {left_out} more like it in the last {now - since:.0f} s)"
+        return True
+
+
+def quiet_repeats() -> None:
+    """Add one :class:`Repeats` to the loggers of asyncio's accept loop and uvicorn."""
+    repeats = Repeats()
+    for name in ("asyncio", "uvicorn.error"):
+        logging.getLogger(name).addFilter(repeats)
 
 
 class SignalFreeServer(uvicorn.Server):

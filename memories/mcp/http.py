@@ -57,6 +57,7 @@ from memories.serving import (
     SignalFreeServer,
     host_name,
     listen_socket,
+    quiet_repeats,
     stop_on_signal,
 )
 
@@ -262,6 +263,7 @@ def serve_http(home: Home, listen: str) -> None:
     """
     address, port = parse_listen(listen)
     logging_to_stderr()
+    quiet_repeats()
     sock = listen_socket(address, port, "--http")
     port = sock.getsockname()[1]
     manager = StreamableHTTPSessionManager(app=build_server(home, _HttpPeer(home)), json_response=False)

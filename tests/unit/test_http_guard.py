@@ -164,3 +164,28 @@ def test_request_headers_have_a_deadline(monkeypatch: pytest.MonkeyPatch) -> Non
     finally:
         server.should_exit = True
         thread.join(30)
+
+
+def test_a_repeated_error_is_logged_once_with_a_count(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The accept loop of an exhausted endpoint wrote the same error 121 MB deep; now once, then with a count."""
+    clock = [1000.0]
+    monkeypatch.setattr(serving.time, "monotonic", lambda: clock[0])
+    log = logging.getLogger("asyncio")
+    repeats = serving.Repeats()
+    log.addFilter(repeats)
+    try:
+        with caplog.at_level(logging.ERROR, logger="asyncio"):
+            for _ in range(500):
+                log.error("socket.accept() out of system resource")
+            log.error("another error")
+            clock[0] += serving.REPEAT_SECONDS
+            log.error("socket.accept() out of system resource")
+    finally:
+        log.removeFilter(repeats)
+    assert [r.getMessage() for r in caplog.records] == [
+        "socket.accept() out of system resource",
+        "another error",
+        "socket.accept() out of system resource (and 499 more like it in the last 60 s)",
+    ]
