@@ -280,6 +280,32 @@ async def test_a_slow_delete_of_many_files_pauses_too_and_accept_deletions_goes_
     assert [r.status for r in accepted.results] == ["deleted"] and len(await titles(middle)) == 14
 
 
+async def test_a_resume_still_over_the_limit_offers_accept_deletions(
+    middle: Middle, tmp_path: Path, clock: Clock
+) -> None:
+    """Issue 29, item 8: it told the person to run --resume, which they had just run."""
+    folder = notes(tmp_path / "notes", 40)
+    await register(middle, folder)
+    (folder / "n039.md").unlink()  # one deleted alone: within the limit, and within the window
+    clock.now += 1
+    await scan(middle)
+    clock.now += 60
+    assert [r.status for r in (await scan(middle)).results] == ["deleted"]
+    for number in range(10):  # with the one before, 11 > max(5, 25 % of 40) in ten minutes
+        (folder / f"n{number:03}.md").unlink()
+    clock.now += 1
+    await scan(middle)
+    clock.now += 60
+    with pytest.raises(MemoriesError) as paused:
+        await scan(middle)
+    assert "(1 more was deleted in the last ten minutes)" in paused.value.message
+    clock.now += 60
+    with pytest.raises(MemoriesError) as again:
+        await register(middle, folder, resume=True)
+    assert again.value.code == "watch_paused" and "--accept-deletions`" in again.value.message
+    assert "nothing is deleted until" not in again.value.message and len(await titles(middle)) == 39
+
+
 @pytest.mark.parametrize("how", ["renamed away and replaced", "unreadable", "gone"])
 async def test_a_folder_that_vanishes_is_replaced_or_unreadable_pauses_and_deletes_nothing(
     middle: Middle, tmp_path: Path, clock: Clock, how: str

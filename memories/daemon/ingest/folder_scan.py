@@ -206,7 +206,11 @@ def plan(watch: Watch, listing: Listing, now: float, *, accept_deletions: bool =
         if len(recent) + len(result.deletions) > limit:
             result.pause = (
                 f"{len(result.deletions)} files of {watch.folder} are gone"
-                + (f" ({len(recent)} more were deleted in the last ten minutes)" if recent else "")
+                + (
+                    f" ({len(recent)} more {'was' if len(recent) == 1 else 'were'} deleted in the last ten minutes)"
+                    if recent
+                    else ""
+                )
                 + f", more than the {limit} the deletion rules allow at once (max(5, 25 % of {cards} cards)); "
                 "nothing was deleted"
             )

@@ -192,7 +192,9 @@ class FolderWatches:
         await self._store.put_watch(vault, watch)
         self.watchers.stop(watch.id)
         try:
-            report, _ = await self.scan(vault, watch.id, ctx, accept_deletions=request.accept_deletions)
+            report, _ = await self.scan(
+                vault, watch.id, ctx, accept_deletions=request.accept_deletions, resuming=request.resume
+            )
         finally:
             current = await self._find(vault, watch.id)
             if current is not None and current.paused is None:
@@ -238,7 +240,13 @@ class FolderWatches:
     # -- one scan ------------------------------------------------------------------------------------------
 
     async def scan(
-        self, vault: VaultRow, watch_id: str, ctx: RequestContext, *, accept_deletions: bool = False
+        self,
+        vault: VaultRow,
+        watch_id: str,
+        ctx: RequestContext,
+        *,
+        accept_deletions: bool = False,
+        resuming: bool = False,
     ) -> tuple[p.WatchReport, bool]:
         """Scan the watch's folder as one ``watch`` job: import what is new or changed, delete the cards of files
         gone for good, or pause the watch (``watch_paused``, nothing deleted). Returns the report and whether a
@@ -267,7 +275,7 @@ class FolderWatches:
             planned = folder_scan.plan(watch, listing, now, accept_deletions=accept_deletions)
             if planned.pause is not None:
                 watch.files = planned.files
-                raise await self._pause(vault, watch, planned.pause)
+                raise await self._pause(vault, watch, planned.pause, resumed=resuming)
             results, changed = await self._ingest.import_items(job, vault, planned.imports, known=planned.known)
             refusals = _remember(watch, planned, listing, results)
             deleted = await self._delete(vault, watch, planned.deletions, now)
@@ -292,12 +300,13 @@ class FolderWatches:
 
         return await self._jobs.run(job, work)
 
-    async def _pause(self, vault: VaultRow, watch: Watch, why: str) -> MemoriesError:
-        """Pause the watch (stored), log it, and return the ``watch_paused`` error its job ends with."""
+    async def _pause(self, vault: VaultRow, watch: Watch, why: str, *, resumed: bool = False) -> MemoriesError:
+        """Pause the watch (stored), log it, and return the ``watch_paused`` error its job ends with (``resumed``:
+        a ``--resume`` found the deletions still over the limit)."""
         watch.paused = why
         await self._store.put_watch(vault, watch)
         log.warning("watch %s of vault %s paused: %s", watch.id, vault.id, why)
-        return _paused(vault, watch)
+        return _paused(vault, watch, resumed=resumed)
 
     async def _delete(self, vault: VaultRow, watch: Watch, sources: list[str], now: float) -> list[p.IngestResult]:
         """Delete the cards of ``sources`` (gone for good); a card already deleted is no error, and a card another
@@ -435,12 +444,23 @@ def _remember(watch: Watch, planned: Plan, listing: Listing, results: list[p.Ing
     return new_refusals
 
 
-def _paused(vault: VaultRow, watch: Watch) -> MemoriesError:
-    """``watch_paused``: why, and the two ways on."""
+def _paused(vault: VaultRow, watch: Watch, *, resumed: bool = False) -> MemoriesError:
+    """``watch_paused``: why, and the ways on; after a ``--resume`` that found the deletions still over the limit
+    (``resumed``), only the ways that can help (``--resume`` again cannot)."""
+    command = f"memories rag watch {vault.name} {watch.folder}"
+    if resumed:
+        advice = (
+            f"--resume deletes nothing while that many are gone: put back the files that should stay and run "
+            f"`{command} --resume` again, or delete their cards with `{command} --accept-deletions`"
+        )
+    else:
+        advice = (
+            f"nothing is deleted until `{command} --resume` (which deletes only what is still absent) or "
+            "--accept-deletions"
+        )
     return MemoriesError(
         "watch_paused",
-        f"the watch of {watch.folder} is paused: {watch.paused}; nothing is deleted until `memories rag watch "
-        f"{vault.name} {watch.folder} --resume` (which deletes only what is still absent) or --accept-deletions",
+        f"the watch of {watch.folder} is paused: {watch.paused}; {advice}",
         {"vault": vault.name, "folder": watch.folder},
     )
 
