@@ -152,13 +152,14 @@ class Sync:
         warnings = check_placement(root, self._home)
         folder = Folder(root.resolve(), new_id())
         existing = folder.read_vault_file()
+        names = {other.id: other.name for other in self._vaults.all()}
         if existing is not None:
-            raise in_use(folder.root, existing)
+            raise in_use(folder.root, existing, names)
         check_passphrase_length(passphrase)
         key = self._keys.vault_key(vault)
         params = crypto.new_kdf_params(cost.kdf_memory_kib, cost.kdf_iterations, cost.kdf_lanes)
         vault_file = wrap_vault_key(vault.id, key, vault.name, passphrase, params)
-        folder.create(msgspec.msgpack.encode(vault_file))
+        folder.create(msgspec.msgpack.encode(vault_file), names)
         self._save(vault, SyncState(str(folder.root), folder.device))
         return warnings
 

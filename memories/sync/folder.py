@@ -25,7 +25,7 @@ import errno
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import NamedTuple
@@ -108,8 +108,9 @@ class Folder:
         except FileNotFoundError:
             return None
 
-    def create(self, vault_file: bytes) -> None:
-        """Make the folder a sync folder: ``payloads/``, ``devices/`` and the vault file, written once.
+    def create(self, vault_file: bytes, names: Mapping[str, str] | None = None) -> None:
+        """Make the folder a sync folder: ``payloads/``, ``devices/`` and the vault file, written once (``names``:
+        this home's vault names by id, for the error).
 
         Raises:
             MemoriesError: ``sync_folder_in_use`` when it already holds a vault file (another device's ``init``
@@ -122,7 +123,7 @@ class Folder:
         try:
             os.link(temp, self.root / VAULT_FILE)  # fails if it exists: never replaces another vault's file
         except FileExistsError:
-            raise in_use(self.root, self.read_vault_file() or b"") from None
+            raise in_use(self.root, self.read_vault_file() or b"", names) from None
         finally:
             temp.unlink()
         _sync_folder(os.open(self.root, _ROOT_FLAGS))
@@ -265,15 +266,21 @@ class Folder:
         return Path(folder or "") / f".memories-{self.device}-{name}.tmp"
 
 
-def in_use(root: Path, vault_file: bytes) -> MemoriesError:
-    """``sync_folder_in_use`` for a folder that holds the vault file ``vault_file`` (its id when it decodes)."""
+def in_use(root: Path, vault_file: bytes, names: Mapping[str, str] | None = None) -> MemoriesError:
+    """``sync_folder_in_use`` for a folder that holds the vault file ``vault_file``: the vault by its name when it
+    is one of this home's (``names``: vault id to name), else by its id (its name there is sealed under its key)."""
     try:
-        held = f"vault {decode_vault_file(vault_file).vault_id}"
+        vault_id: str | None = decode_vault_file(vault_file).vault_id
     except MemoriesError:
-        held = "another vault"
-    return MemoriesError(
-        "sync_folder_in_use", f"{root} holds {held}; join it or choose another folder", {"folder": str(root)}
-    )
+        vault_id = None
+    name = (names or {}).get(vault_id or "")
+    if vault_id is None:
+        held = "another vault's file; choose another folder"
+    elif name is not None:
+        held = f"your vault {name!r} (id {vault_id}) already; choose another folder for this one"
+    else:
+        held = f"the vault {vault_id} of another home; join it (`memories sync join {root}`) or choose another folder"
+    return MemoriesError("sync_folder_in_use", f"{root} holds {held}", {"folder": str(root), "vault_id": vault_id})
 
 
 def check_placement(folder: Path, home: Path) -> list[str]:

@@ -211,6 +211,10 @@ def test_one_folder_holds_one_vault_and_device_only_vaults_never_sync(tmp_path: 
     with pytest.raises(MemoriesError) as caught:
         c.sync.init(c.vault(), folder, SYNC_PASSPHRASE, CHEAP)
     assert caught.value.code == "sync_folder_in_use" and a.vault().id in caught.value.message
+    assert "another home" in caught.value.message and "sync join" in caught.value.message
+    with pytest.raises(MemoriesError) as caught:  # issue 29, item 8: a vault of this home is named, not only its id
+        a.sync.init(a.vaults.create("other", False), folder, SYNC_PASSPHRASE, CHEAP)
+    assert caught.value.code == "sync_folder_in_use" and f"your vault {a.vault().name!r}" in caught.value.message
     secret = c.vaults.create("secret", True)
     with pytest.raises(MemoriesError) as caught:
         c.sync.init(secret, tmp_path / "other", SYNC_PASSPHRASE, CHEAP)
