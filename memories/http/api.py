@@ -61,6 +61,17 @@ class Endpoint:
     auth: str
     api_key_env: str | None
 
+    def key_advice(self) -> str:
+        """What to check after a 401/403: the variable named by ``api_key_env``, whether it is set at all, or that
+        no key is configured (the hint named ``api_key_env`` as if one were)."""
+        if not self.api_key_env:
+            return f"no key was sent: set [{self.name}] api_key_env to the environment variable that holds the key"
+        if not os.environ.get(self.api_key_env):
+            return (
+                f"no key was sent: the environment variable {self.api_key_env} is not set in the daemon's environment"
+            )
+        return f"check the key in the environment variable {self.api_key_env}"
+
     def headers(self) -> dict[str, str]:
         """The JSON content type and the key header, when the variable is set (optional for loopback)."""
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
@@ -161,8 +172,8 @@ def post_json(
         if status in (401, 403):
             raise MemoriesError(
                 "auth_failed",
-                f"{endpoint.name} ({shown_url(endpoint.url)}) answered HTTP {status}: access refused; check the key in "
-                f"{endpoint.api_key_env or 'the api_key_env variable'}",
+                f"{endpoint.name} ({shown_url(endpoint.url)}) answered HTTP {status}: access refused; "
+                + endpoint.key_advice(),
                 {"status": status},
             )
         raise ApiError(endpoint, status, message or "(no message)")

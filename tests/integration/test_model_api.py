@@ -82,6 +82,22 @@ def test_failures_that_are_not_retried(model_server: ModelServer, reply: Reply, 
         post_json(client, endpoint, {"input": ["a"]}, policy=RetryPolicy(2, 1))
 
     assert caught.value.code == code and len(model_server.calls()) == 1
+    if code == "auth_failed":  # issue 29, item 8: no key is configured, so none is named
+        assert "set [rag.embedding] api_key_env" in caught.value.message
+
+
+def test_a_refusal_names_the_key_variable_and_whether_it_is_set(
+    model_server: ModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MEMORIES_TEST_KEY", raising=False)
+    endpoint = Endpoint("rag.embedding", model_server.url("embeddings"), "bearer", "MEMORIES_TEST_KEY")
+    for value, said in ((None, "MEMORIES_TEST_KEY is not set"), ("k", "check the key in the environment variable")):
+        if value is not None:
+            monkeypatch.setenv("MEMORIES_TEST_KEY", value)
+        model_server.script("embeddings", Reply(401, {"error": {"message": "bad key"}}))
+        with build_client(HttpConfig()) as client, pytest.raises(MemoriesError) as caught:
+            post_json(client, endpoint, {"input": ["a"]}, policy=RetryPolicy(2, 1))
+        assert caught.value.code == "auth_failed" and said in caught.value.message
 
 
 def test_keys_go_in_the_protocol_header(model_server: ModelServer, monkeypatch: pytest.MonkeyPatch) -> None:
