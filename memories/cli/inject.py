@@ -33,7 +33,7 @@ from memories.clients import CLIENTS, SERVER_NAME, TOKEN_ENV, ClientTarget, targ
 from memories.configfiles import json_entry, merge_json, merge_toml, read_config, toml_entry, write_config
 from memories.errors import EXIT_ERROR, EXIT_PARTIAL, MemoriesError
 from memories.mcp.endpoint import parse_listen, url_of
-from memories.mcp.listener import foreign_listener
+from memories.mcp.listener import listener_uids, refuse_foreign
 from memories.paths import CONFIG_NAME, HOME_ENV, Home
 from memories.skill import install_skill
 
@@ -216,13 +216,7 @@ def inject(
         if port == 0:
             raise MemoriesError("invalid_argument", "--http: give the port `memories mcp serve --http` listens on")
         url = url_of(address, port)
-        squatter = foreign_listener(port)
-        if squatter is not None:
-            raise MemoriesError(
-                "http_port_foreign",
-                f"--http: port {port} is held by a process of another user (uid {squatter}), which would receive "
-                "the grant token a client sends: stop it or pick another port for `memories mcp serve --http`",
-            )
+        refuse_foreign(port, listener_uids(port))
     session.call(p.VaultShow(vault=vault_ref))  # the daemon runs, the home is unlocked and the vault exists
     injector = _Injector(session, vault_ref, scopes, expires, force, url)
     rows: list[dict[str, Any]] = []

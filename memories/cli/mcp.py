@@ -35,3 +35,31 @@ def serve(session: Session, listen: str | None) -> None:
     from memories.mcp.http import serve_http
 
     serve_http(session.home, listen)
+
+
+@command(mcp)
+@click.option(
+    "--http",
+    "listen",
+    required=True,
+    metavar="[127.0.0.1:]PORT",
+    help="The port `memories mcp serve --http` listens on (or should).",
+)
+def status(session: Session, listen: str) -> int:
+    """Who listens on the MCP HTTP port: nobody, you, or another user (whose process would capture the grant
+    token a client sends; http_port_foreign). Linux; elsewhere it cannot tell."""
+    from memories.mcp.endpoint import parse_listen, url_of
+    from memories.mcp.listener import listener_uids, refuse_foreign
+
+    address, port = parse_listen(listen)
+    owners = listener_uids(port)
+    refuse_foreign(port, owners)
+    if owners is None:
+        listening = "unknown (this system does not show sockets' owners)"
+    elif owners:
+        listening = "yes, by you"
+    else:
+        listening = "no: nothing listens on the port (start `memories mcp serve --http`)"
+    document = {"url": url_of(address, port), "listening": None if owners is None else bool(owners)}
+    session.emit(document, [], lambda doc: click.echo(f"{doc['url']}: listening: {listening}"))
+    return 0

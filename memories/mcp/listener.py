@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
+from memories.errors import MemoriesError
+
 PROC_TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
 """The kernel's TCP socket tables (IPv4, IPv6): one socket a line, the local port in hex, state ``0A`` LISTEN,
 the owner's uid in the eighth column (proc(5))."""
@@ -38,11 +40,19 @@ def listener_uids(port: int, tables: Iterable[Iterable[str]] | None = None) -> s
     return owners
 
 
-def foreign_listener(port: int) -> int | None:
-    """The uid of another user whose socket listens on ``port``, or ``None`` (ours, nobody, or unknown)."""
-    owners = listener_uids(port)
+def refuse_foreign(port: int, owners: set[int] | None) -> None:
+    """Refuse a port whose listeners (``owners``, from :func:`listener_uids`) include another user's.
+
+    Raises:
+        MemoriesError: ``http_port_foreign`` naming the port and the uid.
+    """
     others = sorted(uid for uid in owners or () if uid != os.getuid())
-    return others[0] if others else None
+    if others:
+        raise MemoriesError(
+            "http_port_foreign",
+            f"--http: port {port} is held by a process of another user (uid {others[0]}), which would receive "
+            "the grant token a client sends: stop it or pick another port for `memories mcp serve --http`",
+        )
 
 
 def listen_uids_known() -> bool:
