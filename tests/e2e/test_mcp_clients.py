@@ -8,8 +8,9 @@ installs them with ``npm ci`` into a temporary folder and names its ``node_modul
 
 Conformance scenarios run (docs/guide/mcp.md, "Tested with independent clients"): ``server-initialize``,
 ``ping``, ``tools-list``, ``tools-call-error`` (an unknown tool answered as a tool error),
-``dns-rebinding-protection`` and ``server-sse-multiple-streams``. The suite cannot send a bearer token, so it
-sees what a client without a grant sees: the tools, and calls that fail with ``grant_invalid``.
+``dns-rebinding-protection`` and ``server-sse-multiple-streams``. The suite cannot send a bearer token and the
+endpoint answers a token-less ``initialize`` 401, so it talks through a loopback proxy that adds the grant's
+(:class:`~tests.fixtures.mcp_wire.BearerProxy`, transparent to ``Host`` and ``Origin``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import pytest
 
 from tests.fixtures.daemon import FAST_KDF, HomeDir, initialize, memories_executable
 from tests.fixtures.mcp_client import grant
-from tests.fixtures.mcp_wire import HttpServer
+from tests.fixtures.mcp_wire import BearerProxy, HttpServer
 from tests.fixtures.model_servers import ModelServer
 
 CLIENTS = os.environ.get("MEMORIES_MCP_CLIENTS", "")
@@ -165,11 +166,12 @@ def test_the_inspector_cli_speaks_2026_07_28_and_http_with_a_bearer_header(clien
 
 
 def test_the_conformance_scenarios_of_a_tools_only_server_pass(clients: Clients) -> None:
-    for scenario in SCENARIOS:
-        out = clients.scratch / "conformance" / scenario
-        done = clients.run(
-            "conformance", "server", "--url", clients.http.url, "--scenario", scenario, "--output-dir", str(out)
-        )
-        assert done.returncode == 0, (scenario, done.stdout[-3000:], done.stderr[-3000:])
-        checks = [check for path in out.rglob("checks.json") for check in json.loads(path.read_text())]
-        assert checks and all(check["status"] == "SUCCESS" for check in checks), (scenario, checks)
+    with BearerProxy(clients.http, clients.token) as proxy:
+        for scenario in SCENARIOS:
+            out = clients.scratch / "conformance" / scenario
+            done = clients.run(
+                "conformance", "server", "--url", proxy.url, "--scenario", scenario, "--output-dir", str(out)
+            )
+            assert done.returncode == 0, (scenario, done.stdout[-3000:], done.stderr[-3000:])
+            checks = [check for path in out.rglob("checks.json") for check in json.loads(path.read_text())]
+            assert checks and all(check["status"] == "SUCCESS" for check in checks), (scenario, checks)
