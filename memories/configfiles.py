@@ -6,8 +6,10 @@ A client's config is the user's file: other servers, other keys, comments and fo
 - JSON and JSONC (``json-five``'s round-trip model: comments, whitespace and trailing commas are kept; a strict
   JSON file is checked with :mod:`json` first so it stays strict JSON).
 - TOML (``tomlkit``, which keeps comments and layout), for Codex's ``config.toml``.
-- Writes are atomic (a temporary file in the same folder, fsync, rename), after a backup of the previous content
-  (``<file>.memories-backup``, mode 0600); the result is mode 0600 because the entry holds a grant token. A
+- Writes are atomic (a temporary file in the same folder, fsync, rename), after a backup of the previous content,
+  mode 0600: the first write keeps the user's original as ``<file>.memories-backup``, which later writes never
+  replace; each later one keeps what it replaced as ``<file>.memories-previous``. The result is mode 0600 because
+  the entry holds a grant token. A
   symbolic link is written through: the file it points at is replaced, the link stays a link.
 - A file that does not parse is left untouched: :class:`~memories.errors.MemoriesError` ``client_config_invalid``
   names the file and the line.
@@ -30,6 +32,9 @@ from typing import Any
 from memories.errors import MemoriesError
 
 BACKUP_SUFFIX = ".memories-backup"
+"""The user's original, from before Memories first changed the file; written once, never replaced."""
+PREVIOUS_SUFFIX = ".memories-previous"
+"""What the latest write replaced, when the original is already kept."""
 SECRET_MODE = 0o600
 
 
@@ -63,7 +68,8 @@ def write_config(path: str, text: str, mode: int = SECRET_MODE) -> str | None:
     (0600 by default: a config entry holds a grant token).
 
     Returns:
-        The backup's path when there was a previous file, else ``None``.
+        The backup's path when there was a previous file (``<file>.memories-backup`` when it is the first one, which
+        stays the user's original; ``<file>.memories-previous`` after that), else ``None``.
 
     Raises:
         MemoriesError: ``client_config_invalid`` when the folder cannot be created or written.
@@ -75,6 +81,8 @@ def write_config(path: str, text: str, mode: int = SECRET_MODE) -> str | None:
         backup = None
         if os.path.exists(target):
             backup = target + BACKUP_SUFFIX
+            if os.path.lexists(backup):
+                backup = target + PREVIOUS_SUFFIX
             with open(target, "rb") as source:
                 _write_atomic(backup, source.read(), SECRET_MODE)
         _write_atomic(target, text.encode("utf-8"), mode)
@@ -320,7 +328,20 @@ def merge_toml(text: str | None, path: str, table: str, name: str, entry: dict[s
     elif not isinstance(servers, dict):
         raise _unparsable(path, 1, f"{table} is not a table")
     servers[name] = _toml_table(entry)
+    keys = list(document.keys())
+    if keys.index(table) < len(keys) - 1 and not servers[name].as_string().endswith("\n\n"):
+        # tomlkit ends a new table with its last line: without a blank line the user's next table would follow it
+        # directly (``[profiles.work]`` on the line after the entry's last key).
+        _last_table(servers[name]).add(tomlkit.nl())
     return tomlkit.dumps(document)
+
+
+def _last_table(table: Any) -> Any:
+    """The table written last of ``table`` and its sub-tables (the one the next table's header follows)."""
+    import tomlkit.items
+
+    subtables = [value for value in table.values() if isinstance(value, tomlkit.items.Table)]
+    return _last_table(subtables[-1]) if subtables else table
 
 
 def _toml_table(entry: dict[str, Any]) -> Any:

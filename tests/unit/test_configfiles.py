@@ -81,6 +81,32 @@ def test_write_goes_through_a_symlink_with_a_backup_and_mode_0600(tmp_path: Path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link.json", "real.json", "real.json.memories-backup"]
 
 
+def test_the_users_original_survives_every_later_write(tmp_path: Path) -> None:
+    """Issue 29, item 8: the backup kept one generation, so a second inject overwrote the user's original."""
+    config = tmp_path / "mcp.json"
+    config.write_text("original")
+    assert write_config(str(config), "first") == str(config) + ".memories-backup"
+    assert write_config(str(config), "second") == str(config) + ".memories-previous"
+    assert write_config(str(config), "third") == str(config) + ".memories-previous"
+    assert (tmp_path / "mcp.json.memories-backup").read_text() == "original"
+    assert (tmp_path / "mcp.json.memories-previous").read_text() == "second"
+    assert stat.S_IMODE((tmp_path / "mcp.json.memories-previous").stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize("replacing", [False, True])
+def test_a_toml_entry_is_followed_by_a_blank_line_before_the_users_next_table(replacing: bool) -> None:
+    """Issue 29, item 8: Codex's config.toml got ``[profiles.work]`` on the line after the entry's last key."""
+    text = '[mcp_servers.other]\ncommand = "x"\n\n[profiles.work]\nmodel = "y"\n'
+    if replacing:
+        text = merge_toml(text, "c.toml", "mcp_servers", "memories", {"command": "old"})
+    merged = merge_toml(text, "c.toml", "mcp_servers", "memories", ENTRY)
+    assert "\n\n[profiles.work]\n" in merged and "\n\n\n" not in merged
+    assert merge_toml(merged, "c.toml", "mcp_servers", "memories", ENTRY) == merged  # idempotent
+    assert tomlkit.parse(merged).unwrap()["profiles"] == {"work": {"model": "y"}}
+    alone = merge_toml('model = "o3"\n', "c.toml", "mcp_servers", "memories", ENTRY)
+    assert not alone.endswith("\n\n")
+
+
 @pytest.mark.parametrize("kind", ["fifo", "device"])
 def test_a_config_that_is_not_a_regular_file_is_refused_without_blocking(tmp_path: Path, kind: str) -> None:
     path = tmp_path / "mcp.json"
