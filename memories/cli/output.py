@@ -18,7 +18,7 @@ import math
 import os
 import sys
 import unicodedata
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar, cast
 
@@ -338,6 +338,22 @@ def plain_decimal(value: float, significant: int = 4) -> str:
     decimals = min(max(significant - 1 - math.floor(math.log10(abs(value))), 0), 12)
     text = f"{value:.{decimals}f}"
     return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def relative_scores(scores: Sequence[float]) -> list[str]:
+    """Each of a result list's ``scores`` as a whole percentage of the best one, for text output: a BM25 or fused
+    score on its own scale (``0.000001856``) tells a person nothing, its share of the top result's does. Rounded
+    down, so only the best (and its ties) shows ``100%``; a share under 1 % is ``<1%``. When the best is not a
+    positive finite number the scores are shown as :func:`plain_decimal`. ``--json`` keeps the scores themselves.
+
+    >>> relative_scores([1.856e-06, 1.5e-06, 1e-09]), relative_scores([0.0, 0.0])
+    (['100%', '80%', '<1%'], ['0', '0'])
+    """
+    best = max(scores, default=0.0)
+    if not (math.isfinite(best) and best > 0):
+        return [plain_decimal(score) for score in scores]
+    shares = [math.floor(100 * score / best) if score < best else 100 for score in scores]
+    return [f"{share}%" if share >= 1 else "<1%" for share in shares]
 
 
 def counted(number: int, noun: str, plural: str | None = None) -> str:

@@ -25,6 +25,7 @@ from memories.cli.output import (
     mebibytes,
     one_line,
     plain_decimal,
+    relative_scores,
     table,
 )
 from memories.cli.terminal import escape
@@ -196,11 +197,11 @@ def record_listing(listing: p.RecordListing) -> None:
 def memory_search(report: p.MemorySearchReport) -> None:
     if not report.results:
         click.echo("no results")
-    for found in report.results:
-        score = plain_decimal(found.score)
-        click.echo(f"{score:>10}  {one_line(found.title, 80)}  ({found.id} r{found.revision})")
+    scores = relative_scores([found.score for found in report.results])
+    for found, score in zip(report.results, scores, strict=True):
+        click.echo(f"{score:>5}  {one_line(found.title, 80)}  ({found.id} r{found.revision})")
         for chunk in found.chunks:
-            click.echo(f"            [{chunk.label}] {one_line(chunk.text, 100)}")
+            click.echo(f"       [{chunk.label}] {one_line(chunk.text, 100)}")
 
 
 # -- rag ---------------------------------------------------------------------------------------------------------
@@ -241,13 +242,14 @@ def snippet(text: str, highlights: Sequence[Sequence[int]], width: int = 200) ->
 
 
 def search(report: p.SearchReport, snippets: list[str]) -> None:
-    """``rag search``: label, score, title and where, then each hit's snippet (:func:`snippet`, made from the
-    unescaped result)."""
+    """``rag search``: label, score (as a share of the top result's, :func:`relative_scores`), title and where,
+    then each hit's snippet (:func:`snippet`, made from the unescaped result)."""
     if not report.results:
         click.echo(f"no results ({report.mode}, {report.match_mode})")
-    for hit, shown in zip(report.results, snippets, strict=True):
+    scores = relative_scores([hit.score for hit in report.results])
+    for hit, shown, score in zip(report.results, snippets, scores, strict=True):
         where = hit.source or hit.asset_id
-        click.echo(f"[{hit.label}] {plain_decimal(hit.score)}  {one_line(hit.title, 70)}  ({where})")
+        click.echo(f"[{hit.label}] {score}  {one_line(hit.title, 70)}  ({where})")
         click.echo(f"     {shown}")
 
 

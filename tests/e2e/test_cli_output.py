@@ -26,13 +26,14 @@ def test_control_characters_in_file_names_are_shown_escaped(vault: HomeDir, tmp_
     assert missing.code != 0 and "\x1b" not in missing.stderr and "\x07" not in missing.stderr
 
 
-def test_scores_are_plain_decimals(vault: HomeDir) -> None:
+def test_scores_are_readable_shares_of_the_best(vault: HomeDir) -> None:
     for title in ("one", "two", "three"):  # a term in every record: BM25 scores very close to zero
         vault.ok("memory", "add", "notes", "--title", title, "--body", "commonword here")
     for command in ("memory", "rag"):
         human = vault.run(command, "search", "notes", "commonword", json_output=False)
         assert human.code == 0 and human.stdout.strip(), human.stderr
         assert not EXPONENT.search(human.stdout), human.stdout
+        assert "100%" in human.stdout and "0.0000" not in human.stdout, human.stdout  # shares of the best
 
 
 def test_jobs_show_a_finished_search_as_done(vault: HomeDir) -> None:

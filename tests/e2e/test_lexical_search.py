@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from memories.cli.output import plain_decimal
+from memories.cli.output import relative_scores
 from memories.rag.notes import front_matter_end
 from ops.corpus import CORPUS, load_queries
 from tests.fixtures.daemon import FAST_KDF, HomeDir, Run, initialize
@@ -610,9 +610,10 @@ def test_human_output_shows_label_title_and_score(lab: Lab) -> None:
         "rag", "search", "corpus", "spawn threads join handle", "--mode", "bm25", "--limit", "3", json_output=False
     )
     assert human.code == 0 and "Traceback" not in human.stderr
-    for hit in document["results"]:
-        assert f"[{hit['label']}] {plain_decimal(hit['score'])}  {hit['title']}" in human.stdout
-    assert not re.search(r"\de[-+]\d", human.stdout)  # plain decimals, never 3.75e-06
+    shares = relative_scores([hit["score"] for hit in document["results"]])
+    for hit, share in zip(document["results"], shares, strict=True):
+        assert f"[{hit['label']}] {share}  {hit['title']}" in human.stdout
+    assert shares[0] == "100%" and not re.search(r"\de[-+]\d", human.stdout)  # never 3.75e-06 or 0.000001856
     memory = lab.home.run("memory", "search", "corpus", "spawn threads", json_output=False)
     assert memory.code == 0 and "Traceback" not in memory.stderr and "[S1]" in memory.stdout
 

@@ -14,7 +14,7 @@ import pytest
 
 from memories import protocol as p
 from memories.cli import COMMANDS, cli, render
-from memories.cli.output import mebibytes, plain_decimal
+from memories.cli.output import mebibytes, plain_decimal, relative_scores
 from memories.errors import CODES
 
 REQUIREMENT_ID = re.compile(r"\bR-\d+")
@@ -123,3 +123,10 @@ def test_daemon_status_shows_a_dash_for_a_worker_with_no_process_yet(capsys: pyt
     assert "None" not in "\n".join(rows)
     assert rows[-1].split() == ["embedding", "-", "starting", "0", "?"]
     assert rows[-2].split() == ["index", "4243", "ready", "0", "off"]
+
+
+def test_result_scores_print_as_shares_of_the_best() -> None:
+    """Issue 29, item 8: ``0.000001856`` in a result list read as noise; its share of the top result's does not."""
+    assert relative_scores([1.856e-06, 1.6e-06, 2e-09]) == ["100%", "86%", "<1%"]
+    assert relative_scores([0.5, 0.5, 0.4999]) == ["100%", "100%", "99%"]
+    assert relative_scores([]) == [] and relative_scores([0.0]) == ["0"]
