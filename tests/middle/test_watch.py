@@ -135,10 +135,21 @@ async def test_memories_jobs_lists_the_scans_that_did_something(middle: Middle, 
     clock.now += 1
     await scan(middle)
     assert await watch_jobs() == ["done", "done"]
+    os.utime(folder / "n001.md", ns=(1, 1))  # touched, the same text: a burst of saves that changed nothing
+    clock.now += 1
+    assert [r.status for r in (await scan(middle)).results] == ["unchanged"]
+    assert await watch_jobs() == ["done", "done"]
+    (folder / "n001.md").unlink()
+    clock.now += 1
+    await scan(middle)
+    clock.now += 20
+    await scan(middle)  # the deletion, confirmed: listed as the one file it handled, not "0/0 files"
+    deletion = [job for job in (await middle.ok(p.Jobs())).jobs if job.kind == "watch"][-1]
+    assert (deletion.state, deletion.done, deletion.total, deletion.unit) == ("done", 1, 1, "files")
     folder.rename(tmp_path / "away")
     with pytest.raises(MemoriesError):
         await scan(middle)
-    assert await watch_jobs() == ["done", "done", "failed"]
+    assert await watch_jobs() == ["done", "done", "done", "failed"]
 
 
 async def test_a_note_deleted_and_another_made_with_its_inode_is_no_rename(

@@ -50,6 +50,8 @@ log = logging.getLogger("memories.watch")
 
 Q = TypeVar("Q")
 R = TypeVar("R")
+_NOTHING_DONE = frozenset({"unchanged", "skipped"})
+"""The results of a scan that changed nothing (a file touched with the same text, one the walk skips)."""
 Status = Callable[[Q, RequestContext], Awaitable[R]]
 """A status request's handler (``daemon status``, ``rag status``)."""
 
@@ -279,6 +281,8 @@ class FolderWatches:
             results, changed = await self._ingest.import_items(job, vault, planned.imports, known=planned.known)
             refusals = _remember(watch, planned, listing, results)
             deleted = await self._delete(vault, watch, planned.deletions, now)
+            if deleted:  # the files a scan handled are those it imported and those whose cards it deleted
+                job.progress(job.done + len(deleted), (job.total or 0) + len(deleted), "files")
             if watch.last_scan is None:  # a name the walk refuses (not UTF-8) is reported by the first scan only
                 results.extend(listing.reported)
             results.extend(deleted)
@@ -293,7 +297,9 @@ class FolderWatches:
                 over_limit = await self._refresh(job, vault, watch)
             watch.last_scan = now
             await self._store.put_watch(vault, watch)
-            job.recorded = bool(results) or not job.background
+            # A background scan is listed in ``memories jobs`` only when it did something: not for files touched
+            # but unchanged (an editor's save of the same text, a sync tool's pass), which would fill the history.
+            job.recorded = not job.background or any(result.status not in _NOTHING_DONE for result in results)
             return p.WatchReport(watch=self._info(vault, watch), results=results, over_limit=over_limit), bool(
                 planned.follow_up
             )
