@@ -366,14 +366,16 @@ def rag_status(status: p.RagStatusReport) -> None:
     if status.last_build:
         click.echo(f"built      {local_time(status.last_build)}")
     embedded, missing = status.embedded, status.missing
-    # Chunks with the same title and text are one model input and share one vector, so these can add up to fewer
-    # than the chunks above.
-    inputs = "?" if missing is None else f"{embedded + missing:,}"
-    shown_missing = "?" if missing is None else f"{missing:,}"
-    click.echo(
-        f"vectors    {inputs} distinct inputs to embed (identical chunks share one): {embedded:,} embedded, "
-        f"{shown_missing} missing, {counted(status.vector_bytes, 'byte')}; kept {status.vectors}"
-    )
+    size = f"{counted(status.vector_bytes, 'byte')}; kept {status.vectors}"
+    if missing is None:  # the cache is cold: what is left to embed is known once the vault is indexed
+        click.echo(f"vectors    {embedded:,} embedded, {size}; the count to embed is known once the cache is built")
+    else:
+        # Chunks with the same title and text are one model input and share one vector, so these can add up to
+        # fewer than the chunks above.
+        click.echo(
+            f"vectors    {embedded + missing:,} distinct inputs to embed (identical chunks share one): "
+            f"{embedded:,} embedded, {missing:,} missing, {size}"
+        )
     if status.indexing:
         click.echo(f"indexing   {job_pace(status.indexing)} (job {status.indexing.job_id})")
     remote = model.remote
@@ -385,8 +387,15 @@ def rag_status(status: p.RagStatusReport) -> None:
         click.echo(f"embedding  {remote.protocol} {remote.url} model {remote.model}, {width} dims, {key}")
         click.echo(f"space      {model.space_key}")
     else:
-        state = "not installed" if not model.installed else ("verified" if model.verified else "installed")
-        click.echo(f"model      {state} at {model.path}")
+        if not model.installed:
+            click.echo(f"model      not installed at {model.path} (memories rag model-install)")
+        elif model.verified:
+            click.echo(f"model      verified at {model.path} (its files match the pinned SHA-256 hashes)")
+        else:
+            click.echo(
+                f"model      installed at {model.path}, but its files match no pinned SHA-256 hash: a model of your "
+                "own, or damaged files (move them away and run memories rag model-install for the pinned ones)"
+            )
     if status.failed:
         click.echo(f"refused    {counted(status.failed, 'chunk')} (too long for the embedding service)")
     limits = ", ".join(f"{k} {v:,}" for k, v in status.limits.items())

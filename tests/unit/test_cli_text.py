@@ -95,3 +95,33 @@ def test_an_imports_exit_status_says_whether_everything_nothing_or_some_went_in(
     assert _exit_status(monkeypatch, report, "rag", "ingest", "notes", str(tmp_path)) == ingest
     watched = {**report, "watch": WATCH}
     assert _exit_status(monkeypatch, watched, "rag", "watch", "notes", str(tmp_path)) == watch
+
+
+STATUS = {
+    "vault": "notes",
+    "locked": False,
+    "records": 3,
+    "chunks": 5,
+    "cache": "cold",
+    "text_bytes": 120,
+    "limits": {"max_chunks": 10000},
+    "last_build": None,
+    "model": {"installed": True, "verified": False, "space_key": None, "path": "/m"},
+    "embedded": 4,
+    "missing": None,
+    "vector_bytes": 12288,
+}
+
+
+def test_rag_status_says_when_model_files_match_no_pinned_hash_and_when_counts_are_not_known(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 29, item 8: a model whose files match no pinned hash read as plainly "installed", and a cold cache
+    (``auto_index = "off"``) printed ``? distinct inputs ... ? missing``."""
+    text = _text(monkeypatch, STATUS, "rag", "status", "notes")
+    assert "?" not in text and "4 embedded" in text and "known once the cache is built" in text
+    assert "installed at /m, but its files match no pinned SHA-256 hash" in text
+    verified = {**STATUS, "missing": 1, "model": {**STATUS["model"], "verified": True}}
+    text = _text(monkeypatch, verified, "rag", "status", "notes")
+    assert "5 distinct inputs to embed (identical chunks share one): 4 embedded, 1 missing" in text
+    assert "verified at /m (its files match the pinned SHA-256 hashes)" in text
