@@ -25,6 +25,6 @@ def configure_worker_logging(name: str) -> None:
 def log_failure(log: logging.Logger, what: str, exc: BaseException) -> None:
     """Log ``what`` failed with the exception's type (the full traceback only with ``MEMORIES_DEBUG=1``)."""
     if os.environ.get("MEMORIES_DEBUG"):
-        log.error(what, exc_info=exc)
+        log.error("%s", what, exc_info=exc)
     else:
         log.error("%s: %s (set MEMORIES_DEBUG=1 for the traceback)", what, type(exc).__name__)

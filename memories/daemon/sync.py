@@ -27,6 +27,7 @@ from memories.daemon.core.store_gate import StoreGate
 from memories.daemon.index.feed import IndexFeed
 from memories.daemon.index.indexing import Indexing
 from memories.errors import MemoriesError
+from memories.logs import log_failure
 from memories.sync.engine import Sync, SyncState
 from memories.vault.store import VaultRow
 
@@ -153,8 +154,8 @@ class SyncRequests:
         logged and kept in its sync state for ``sync status``; the other vaults go on."""
         try:
             vaults = await self._store.run(self.engine.synced)
-        except Exception:
-            log.exception("the timed sync could not list the synced vaults")
+        except Exception as exc:
+            log_failure(log, "the timed sync could not list the synced vaults", exc)
             return
         for vault in vaults:
             try:
@@ -165,14 +166,14 @@ class SyncRequests:
                 if exc.code not in ("vault_locked", "cancelled"):  # a lock or a stop cut it: nothing to show
                     await self._record(vault, exc)
             except Exception as exc:
-                log.exception("the timed sync of vault %s failed unexpectedly", vault.id)
+                log_failure(log, f"the timed sync of vault {vault.id} failed unexpectedly", exc)
                 await self._record(vault, MemoriesError("internal_error", f"{type(exc).__name__}; see the daemon log"))
 
     async def _record(self, vault: VaultRow, error: MemoriesError) -> None:
         try:
             await self._store.run(self.engine.record_timer_error, vault, error)
-        except Exception:
-            log.exception("the failure of the timed sync of vault %s could not be kept", vault.id)
+        except Exception as exc:
+            log_failure(log, f"the failure of the timed sync of vault {vault.id} could not be kept", exc)
 
 
 def crash_after(payloads: int | None) -> Callable[[], None] | None:

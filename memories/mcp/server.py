@@ -43,6 +43,7 @@ from memories import protocol as p
 from memories.client import Answer
 from memories.clients import TOKEN_ENV
 from memories.errors import MemoriesError
+from memories.logs import log_failure
 from memories.mcp import link, status
 from memories.mcp.stdio import AnsweringReader, error_line
 from memories.mcp.tools import TOOLS, ToolSpec, decode
@@ -156,7 +157,7 @@ class _Handlers:
             log.debug("%s failed: %s", params.name, exc.code)
             return _error(exc)
         except Exception as exc:  # a bug: still one line for the client; the details go to stderr
-            log.exception("%s failed unexpectedly", params.name)
+            log_failure(log, f"{params.name} failed unexpectedly", exc)
             return _error(MemoriesError("internal_error", f"the MCP server failed ({type(exc).__name__})"))
 
     async def instructions(self, ctx: Context, call_next: CallNext) -> HandlerResult:

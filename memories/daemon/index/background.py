@@ -23,6 +23,7 @@ import trio
 from memories.daemon.core.context import StartSoon
 from memories.daemon.core.jobs import JobManager, VaultJob
 from memories.errors import MemoriesError
+from memories.logs import log_failure
 from memories.vault.store import VaultRow
 
 log = logging.getLogger("memories.indexing")
@@ -79,7 +80,7 @@ class BackgroundQueue:
             except MemoriesError as exc:
                 log.info("background job %s ended: %s", job.id, exc.code)
             except Exception as exc:  # recorded as internal_error by the job manager; the daemon must keep serving
-                log.error("background job %s failed: %s", job.id, type(exc).__name__)
+                log_failure(log, f"background job {job.id} failed", exc)
             finally:
                 self._again.pop(vault_id, None)
 

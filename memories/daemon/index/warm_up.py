@@ -16,6 +16,7 @@ from memories.daemon.core.store_gate import StoreGate
 from memories.daemon.index.backends import EmbeddingBackend
 from memories.daemon.index.indexing import Indexing
 from memories.errors import MemoriesError
+from memories.logs import log_failure
 from memories.vault.store import VaultRow
 from memories.vault.vaults import RECENT
 
@@ -103,7 +104,7 @@ class WarmUp:
         except MemoriesError as exc:
             log.info("the background work after an unlock or install stopped: %s", exc.code)
         except Exception as exc:  # the daemon must keep serving
-            log.error("the background work after an unlock or install failed: %s", type(exc).__name__)
+            log_failure(log, "the background work after an unlock or install failed", exc)
 
     async def _incomplete(self, vault: VaultRow) -> bool:
         """Whether the daemon embeds the vault by itself and its kept vectors (of the current space) miss inputs,

@@ -41,6 +41,7 @@ from memories.daemon.ingest.folder_scan import FolderProblem, Listing, Plan, ide
 from memories.daemon.ingest.job import Ingest
 from memories.daemon.ingest.note_files import exclusions
 from memories.errors import MemoriesError
+from memories.logs import log_failure
 from memories.testing import TestHooks, grant_clock, unreadable_folders
 from memories.vault.rules import new_id
 from memories.vault.store import VaultRow
@@ -151,7 +152,7 @@ class FolderWatches:
             log.warning("a scan of watch %s failed: %s", watch_id, exc.code)
             return False
         except Exception as exc:  # a bug must not end the daemon; the job shows internal_error
-            log.error("a scan of watch %s failed unexpectedly: %s", watch_id, type(exc).__name__)
+            log_failure(log, f"a scan of watch {watch_id} failed unexpectedly", exc)
             return False
         return follow_up
 

@@ -1,0 +1,47 @@
+"""One way to log a failure (issue 27, item 3): :func:`memories.logs.log_failure`, by the exception's type only, the
+traceback (which may quote note text, through a library's message about its input) only under ``MEMORIES_DEBUG=1``."""
+
+from __future__ import annotations
+
+import ast
+import logging
+from pathlib import Path
+
+import pytest
+
+from memories.logs import log_failure
+
+PACKAGE = Path(__file__).resolve().parents[2] / "memories"
+
+
+def test_a_failure_is_logged_by_type_and_the_traceback_only_when_debugging(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = logging.getLogger("memories.test")
+    failure = ValueError("the diary entry of 3 May, quoted by a parser")
+    monkeypatch.delenv("MEMORIES_DEBUG", raising=False)
+    with caplog.at_level(logging.ERROR):
+        log_failure(log, "a 100% unexpected step", failure)
+    (record,) = caplog.records
+    assert record.getMessage() == "a 100% unexpected step: ValueError (set MEMORIES_DEBUG=1 for the traceback)"
+    assert record.exc_info is None and "diary" not in caplog.text
+    caplog.clear()
+    monkeypatch.setenv("MEMORIES_DEBUG", "1")
+    with caplog.at_level(logging.ERROR):
+        log_failure(log, "a 100% unexpected step", failure)
+    assert caplog.records[0].exc_info is not None and "diary" in caplog.text
+
+
+def test_nothing_in_the_package_logs_a_traceback_another_way() -> None:
+    """``log.exception`` and ``exc_info=`` write tracebacks whatever ``MEMORIES_DEBUG`` says (daemon/sync.py and
+    mcp/server.py did)."""
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name == "logs.py" and path.parent == PACKAGE:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            if node.func.attr == "exception" or any(keyword.arg == "exc_info" for keyword in node.keywords):
+                offenders.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
+    assert offenders == []
