@@ -176,10 +176,13 @@ class RagConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     (``None``: :data:`memories.rag.answers.MIN_SIMILARITY` ``["local"]``, measured by ``ops/bench/evidence.py``);
     ``[rag.embedding] min_similarity`` is its remote twin. ``keep_vectors`` keeps each record's vectors sealed in the
     home across lock and restart (:mod:`memories.vault.vectors`, a departure from R-19); ``false`` keeps them in
-    memory only, and the daemon deletes the kept ones when it starts. ``auto_index``: what the daemon embeds by
-    itself, in the background, after a change (:meth:`memories.daemon.index.indexing.Indexing.start_reindex`): ``local``
-    with the in-process model only, ``always`` also with a remote ``[rag.embedding]`` (which may cost money: never
-    the default), ``off`` nothing (and no warm-up of caches at unlock).
+    memory only, and the daemon deletes the kept ones when it starts. ``keep_index`` keeps each vault's lexical
+    cache as a sealed snapshot (:mod:`memories.vault.snapshots`, issue 28); ``false`` rebuilds it from the records
+    after every unlock, start and eviction, and the daemon deletes the kept ones when it starts. ``auto_index``:
+    what the daemon embeds by itself, in the background, after a change
+    (:meth:`memories.daemon.index.indexing.Indexing.start_reindex`): ``local`` with the in-process model only,
+    ``always`` also with a remote ``[rag.embedding]`` (which may cost money: never the default), ``off`` nothing
+    (the recent vaults' caches are still warmed at unlock: it governs embedding only).
     """
 
     local_model_dir: str | None = None
@@ -188,6 +191,7 @@ class RagConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     max_tokens: Annotated[int, msgspec.Meta(ge=8, le=2048)] = 2048
     embed_batch_size: Annotated[int, msgspec.Meta(ge=1, le=256)] = 8
     keep_vectors: bool = True
+    keep_index: bool = True
     auto_index: Literal["local", "always", "off"] = "local"
     model_download_base_url: str | None = None
     http: HttpConfig = msgspec.field(default_factory=HttpConfig)

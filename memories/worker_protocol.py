@@ -36,7 +36,7 @@ from memories.protocol import (
     SearchMode,
 )
 
-WORKER_PROTOCOL_VERSION = 8
+WORKER_PROTOCOL_VERSION = 9
 """Bumped with every change of a message below. A worker reporting another version (or another package
 version, :data:`INSTALL`) is refused."""
 
@@ -338,8 +338,29 @@ class RerankOrder(_Message):
     order: list[tuple[int, float | None]]
 
 
+class IndexSnapshot(_Message):
+    """:class:`IndexTakeSnapshot` done: the cache's lexical state as bytes (plaintext, :mod:`memories.rag.snapshots`:
+    the supervisor seals it at once) and the record revisions it holds (``data`` is empty and ``problem`` says why
+    when it cannot be carried: over :data:`SNAPSHOT_MAX_BYTES`)."""
+
+    data: bytes
+    have: dict[str, int]
+    problem: str | None = None
+
+
+class IndexRestored(_Message):
+    """:class:`IndexRestore` done: the restored cache's record revisions (it is at no epoch yet), or ``have`` is
+    ``None`` and ``problem`` says in one line why the snapshot cannot be used (another analysis version, it does not
+    decode)."""
+
+    have: dict[str, int] | None
+    problem: str | None = None
+
+
 WorkerReplyBody = (
     IndexStale
+    | IndexSnapshot
+    | IndexRestored
     | IndexSynced
     | QueryChecked
     | IndexHits
@@ -514,6 +535,26 @@ class IndexResolve(WorkerRequest[RecordsNamed | IndexStale]):
     names: list[str]
 
 
+SNAPSHOT_MAX_BYTES = 192 * 2**20
+"""Largest index snapshot a worker frame carries (below the 256 MiB worker frame limit of
+:data:`memories.framing.MAX_WORKER_FRAME`, with room for the envelope)."""
+
+
+class IndexTakeSnapshot(WorkerRequest[IndexSnapshot | IndexStale]):
+    """The vault's cache as bytes, if it is at ``epoch`` (:class:`IndexStale` otherwise), for a sealed snapshot."""
+
+    vault: str
+    epoch: int
+
+
+class IndexRestore(WorkerRequest[IndexRestored | IndexStale]):
+    """Start the vault's cache from a snapshot the supervisor unsealed (no epoch until the final
+    :class:`IndexSync`); :class:`IndexStale` when the vault already has a cache (another job built it)."""
+
+    vault: str
+    data: bytes
+
+
 class IndexDrop(WorkerRequest[IndexSynced]):
     """Forget one vault's cache and the plaintext in it (the vault was deleted)."""
 
@@ -627,6 +668,8 @@ WorkerRequestBody = (
     | IndexAtEpoch
     | IndexResolve
     | IndexDrop
+    | IndexTakeSnapshot
+    | IndexRestore
     | EmbedLoad
     | EmbedBatch
     | EmbedCount

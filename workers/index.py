@@ -4,7 +4,8 @@ must not run in the supervisor (:mod:`memories.rag.notes`).
 
 At most two vaults are cached (R-21); touching a third evicts the least recently used. Nothing is written to
 disk (R-20): the FTS5 database is ``:memory:`` and the supervisor restarts this process on lock. Vectors are kept
-sealed in the home by the supervisor, which hands each record's set out and back (:mod:`memories.rag.kept`). Every query
+sealed in the home by the supervisor, which hands each record's set out and back (:mod:`memories.rag.kept`), and so
+is each cache's lexical state, as a snapshot (:mod:`memories.rag.snapshots`, issue 28). Every query
 names the epoch it expects; a cache at another epoch answers :class:`~memories.worker_protocol.IndexStale`.
 """
 
@@ -17,19 +18,19 @@ import msgspec
 from memories import worker_protocol as w
 from memories.errors import MemoriesError
 from memories.limits import MAX_CACHED_VAULTS
-from memories.rag import kept
-from memories.rag.analysis import analyze_query
+from memories.rag import kept, snapshots
+from memories.rag.analysis import analyze_query, analyze_text
 from memories.rag.notes import parse_notes
 from memories.rag.pipeline import VaultCache
-from workers.loop import Context, run_worker
+from workers.loop import Context, Handler, run_worker
 
 _caches: OrderedDict[str, VaultCache] = OrderedDict()
 
 
-def _touch(vault_id: str, *, create: bool) -> VaultCache | None:
+def _touch(vault_id: str, *, create: bool, made: VaultCache | None = None) -> VaultCache | None:
     cache = _caches.get(vault_id)
     if cache is None and create:
-        cache = _caches[vault_id] = VaultCache(vault_id)
+        cache = _caches[vault_id] = made or VaultCache(vault_id)
         while len(_caches) > MAX_CACHED_VAULTS:
             _caches.popitem(last=False)
     if cache is not None:
@@ -156,27 +157,63 @@ def status(request: w.IndexStatus, ctx: Context) -> w.IndexState:
     return msgspec.structs.replace(cache.state(request.space), loaded=loaded)
 
 
+def take_snapshot(request: w.IndexTakeSnapshot, ctx: Context) -> w.IndexSnapshot | w.IndexStale:
+    """The vault's cache as bytes for the supervisor to seal, if it is at the asked epoch (the LRU order is left
+    as it is: a background write is not a use)."""
+    cache = _caches.get(request.vault)
+    stale = _stale(cache, request.epoch)
+    if stale is not None:
+        return stale
+    assert cache is not None
+    data = snapshots.take(cache)
+    if len(data) > w.SNAPSHOT_MAX_BYTES:
+        return w.IndexSnapshot(data=b"", have={}, problem=f"{len(data):,} bytes, over {w.SNAPSHOT_MAX_BYTES:,}")
+    return w.IndexSnapshot(data=data, have=cache.index.have())
+
+
+def restore(request: w.IndexRestore, ctx: Context) -> w.IndexRestored | w.IndexStale:
+    """Start the vault's cache from a snapshot (nothing is analyzed), unless it has one already."""
+    cache = _caches.get(request.vault)
+    if cache is not None:
+        return w.IndexStale(have=cache.index.have())
+    restored = snapshots.restore(request.vault, request.data)
+    if isinstance(restored, str):
+        return w.IndexRestored(have=None, problem=restored)
+    _touch(request.vault, create=True, made=restored)
+    return w.IndexRestored(have=restored.index.have())
+
+
+def warm_analyser() -> None:
+    """Load Jieba's dictionary and OpenCC's tables now, at the worker's start, rather than in the first query or
+    build (rjieba loads its dictionary at its first cut; OpenCC its tables at the first conversion)."""
+    analyze_text("預熱 warm 分析器")
+
+
 def drop(request: w.IndexDrop, ctx: Context) -> w.IndexSynced:
     """Forget a deleted vault's cache and its plaintext."""
     _caches.pop(request.vault, None)
     return w.IndexSynced()
 
 
+HANDLERS: dict[type, Handler] = {
+    w.IndexSync: sync,
+    w.IndexCheckQuery: check_query,
+    w.IndexQuery: query,
+    w.ParseNotes: parse,
+    w.IndexResolve: resolve,
+    w.IndexMissing: missing,
+    w.IndexStoreVectors: store_vectors,
+    w.IndexLoadVectors: load_vectors,
+    w.IndexRecordVectors: record_vectors,
+    w.IndexStatus: status,
+    w.IndexAtEpoch: at_epoch,
+    w.IndexDrop: drop,
+    w.IndexTakeSnapshot: take_snapshot,
+    w.IndexRestore: restore,
+}
+"""Each request type the worker answers and its handler."""
+
+
 if __name__ == "__main__":
-    run_worker(
-        "index",
-        {
-            w.IndexSync: sync,
-            w.IndexCheckQuery: check_query,
-            w.IndexQuery: query,
-            w.ParseNotes: parse,
-            w.IndexResolve: resolve,
-            w.IndexMissing: missing,
-            w.IndexStoreVectors: store_vectors,
-            w.IndexLoadVectors: load_vectors,
-            w.IndexRecordVectors: record_vectors,
-            w.IndexStatus: status,
-            w.IndexAtEpoch: at_epoch,
-            w.IndexDrop: drop,
-        },
-    )
+    warm_analyser()
+    run_worker("index", HANDLERS)

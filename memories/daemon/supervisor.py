@@ -11,7 +11,8 @@ the request types it answers) and locks the home::
             ├─ Models(rag, embedding, remote, jobs)          the local model: install, load
             ├─ EmbeddingBackend(Models | [rag.embedding], remote)
             ├─ KeptVectors(store, index)                     vectors sealed in the home
-            ├─ IndexFeed(store, index, kept)
+            ├─ IndexSnapshots(store, index, epochs)            lexical caches sealed in the home
+            ├─ IndexFeed(store, index, kept, snapshots)
             ├─ Indexing(store, jobs, index_feed, backend, index, kept)
             ├─ RecentVaults(store), WarmUp(store, indexing, backend)   after unlock: warm caches, embed
             ├─ SearchEmbedding(backend, index_feed, indexing, recent)  default mode, embedding of searches
@@ -57,6 +58,7 @@ from memories.daemon.index.feed import IndexFeed
 from memories.daemon.index.indexing import Indexing
 from memories.daemon.index.kept_vectors import KeptVectors
 from memories.daemon.index.models import Models, model_manifest
+from memories.daemon.index.snapshots import IndexSnapshots
 from memories.daemon.index.status import IndexStatus
 from memories.daemon.index.warm_up import RecentVaults, WarmUp
 from memories.daemon.ingest.folder_watch import FolderWatches
@@ -148,7 +150,8 @@ class Daemon:
         self.watch = FileWatch(home.config_path, self.models)
         store, jobs, index, backend = self.store, self.jobs, self.workers.index, self.embedding
         self.kept = KeptVectors(store, index, rag.keep_vectors)
-        self.index_feed = IndexFeed(store, index, self.kept)
+        self.snapshots = IndexSnapshots(store, index, self.epochs, rag.keep_index)
+        self.index_feed = IndexFeed(store, index, self.kept, self.snapshots)
         cut_after = hooks.cut_after_batches if hooks else None
         start_soon = self.start_soon
         self.indexing = Indexing(store, jobs, self.index_feed, backend, index, self.kept, rag, cut_after, start_soon)
@@ -230,6 +233,9 @@ class Daemon:
             forgotten = await self.store.forget_vectors()  # [rag] keep_vectors = false: R-19 as written
             if forgotten:
                 log.info("keep_vectors is off: deleted %d sealed vector rows", forgotten)
+        if not self.snapshots.keep and await self.store.forget_snapshots():  # [rag] keep_index = false
+            log.info("keep_index is off: deleted the sealed index snapshots")
+        self.snapshots.start_soon = self.start_soon
         await self.watch.look()
         for worker in self.workers.all():
             nursery.start_soon(worker.supervise)
@@ -244,6 +250,8 @@ class Daemon:
         with trio.move_on_after(STOP_GRACE_SECONDS):
             await self.jobs.wait_idle()
             await self._answering.wait_answered()
+        with trio.move_on_after(STOP_GRACE_SECONDS):
+            await self.snapshots.flush()  # the index snapshots a change made due, so the next start uses them
         for worker in self.workers.all():
             worker.stop()
         if self._nursery is not None:

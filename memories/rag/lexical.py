@@ -168,6 +168,21 @@ class KeptChunk(msgspec.Struct, frozen=True):
     byte_start: int
 
 
+class LexicalState(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
+    """A :class:`LexicalIndex` as bytes can carry it (a sealed index snapshot, :mod:`memories.rag.snapshots`).
+
+    Attributes:
+        database: ``sqlite3.Connection.serialize()`` of the in-memory database (the FTS5 table and its side tables).
+        vocabulary: the terms in id order (term ``i`` has id ``t{i}``, as :meth:`LexicalIndex._ids` gives them).
+        rows_with: term id -> chunks holding it; row_count: chunks in the index.
+    """
+
+    database: bytes
+    vocabulary: list[str]
+    rows_with: dict[str, int]
+    row_count: int
+
+
 class LexicalIndex:
     """An FTS5 table of chunks and the vocabulary of term ids, in memory, for one vault; one caller at a time.
 
@@ -181,6 +196,28 @@ class LexicalIndex:
         self._vocabulary: dict[str, str] = {}  # term -> id
         self._rows_with: Counter[str] = Counter()  # term id -> chunks holding it, as bm25() counts them
         self._row_count = 0
+
+    def state(self) -> LexicalState:
+        """The whole index as :class:`LexicalState` (a copy: later changes do not touch it)."""
+        self._connection.execute("DELETE FROM admitted")  # per search, and not worth keeping
+        self._connection.commit()  # a search's rows of ``admitted`` sit in an implicit transaction
+        vocabulary = sorted(self._vocabulary, key=lambda term: int(self._vocabulary[term][1:]))
+        return LexicalState(self._connection.serialize(), vocabulary, dict(self._rows_with), self._row_count)
+
+    @classmethod
+    def restored(cls, state: LexicalState) -> LexicalIndex:
+        """The index :meth:`state` described: the same rankings, with no text analyzed again.
+
+        Raises:
+            sqlite3.DatabaseError: ``state.database`` is not a database of this schema.
+        """
+        index = cls()
+        index._connection.deserialize(state.database)
+        index._connection.execute("SELECT count(*) FROM chunk_fts").fetchone()  # fails now if it is not one
+        index._vocabulary = {term: f"t{number}" for number, term in enumerate(state.vocabulary)}
+        index._rows_with = Counter(state.rows_with)
+        index._row_count = state.row_count
+        return index
 
     def replace(
         self, delete_rowids: Iterable[int], entries: Iterable[LexicalEntry], kept: Iterable[KeptChunk] = ()

@@ -27,7 +27,7 @@ from memories.protocol import MatchMode
 from memories.rag.analysis import AnalyzedQuery, AnalyzedText, analyze_text
 from memories.rag.chunking import Chunk
 from memories.rag.filters import RecordFacts, admits
-from memories.rag.lexical import KeptChunk, LexicalEntry, LexicalIndex
+from memories.rag.lexical import KeptChunk, LexicalEntry, LexicalIndex, LexicalState
 from memories.rag.notes import note_chunks
 from memories.worker_protocol import IndexRecord, SearchFilter
 
@@ -85,6 +85,17 @@ class _Record(msgspec.Struct, frozen=True):
     meta: dict[str, str] = {}
 
 
+class IndexSnapshotState(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
+    """A :class:`VaultIndex` as bytes can carry it (:mod:`memories.rag.snapshots`): its records, chunk rows (with
+    their analysis: phrase keys and terms) and lexical index, so that a restore analyzes nothing."""
+
+    records: dict[str, _Record]
+    rows: list[ChunkRow]
+    text_bytes: int
+    next_rowid: int
+    lexical: LexicalState
+
+
 class VaultIndex:
     """The retrieval cache of one vault: its eligible records, their chunks and a BM25 index over them.
 
@@ -106,6 +117,29 @@ class VaultIndex:
         self._text_bytes = 0
         self._next_rowid = 1
         self._lexical = LexicalIndex()
+
+    def snapshot_state(self) -> IndexSnapshotState:
+        """Everything this index holds, for a sealed snapshot (:mod:`memories.rag.snapshots`)."""
+        return IndexSnapshotState(
+            dict(self._records), list(self._rows.values()), self._text_bytes, self._next_rowid, self._lexical.state()
+        )
+
+    def restore_state(self, state: IndexSnapshotState) -> None:
+        """Replace what this (new) index holds by ``state``, analyzing nothing.
+
+        Raises:
+            MemoriesError: ``vault_too_large`` when ``state`` is over this index's limits (lowered since it was
+                taken); the index is then unchanged.
+            sqlite3.DatabaseError: ``state.lexical`` holds no database of this schema.
+        """
+        self._check_limit("text_bytes", state.text_bytes, self._max_text_bytes)
+        self._check_limit("chunks", len(state.rows), self._max_chunks)
+        lexical = LexicalIndex.restored(state.lexical)
+        self._records = dict(state.records)
+        self._rows = {row.rowid: row for row in state.rows}
+        self._text_bytes = state.text_bytes
+        self._next_rowid = state.next_rowid
+        self._lexical = lexical
 
     def have(self) -> dict[str, int]:
         """Record id → revision of every record in the cache."""

@@ -11,6 +11,7 @@ from memories.vault.exchange import Exchange
 from memories.vault.heads import Heads
 from memories.vault.keys import Keyring
 from memories.vault.records import Records
+from memories.vault.snapshots import Snapshots
 from memories.vault.store import FORMAT, Store
 from memories.vault.upgrade import upgrade
 from memories.vault.vaults import Vaults
@@ -33,6 +34,7 @@ class RecordStore:
         cards     Cards      ingested files' cards (a card is its file)
         exchange  Exchange   what sync exports and imports
         vectors   VectorRows each record's embedding vectors, sealed
+        snapshots Snapshots  each vault's index snapshot, sealed
         watches   Watches    watched folders' sealed registrations and state
     """
 
@@ -47,6 +49,7 @@ class RecordStore:
         self.watches = Watches(self.store, self.keys)
         self.exchange = Exchange(self.store, self.keys, self.heads, self.catalog)
         self.vectors = VectorRows(self.store, self.keys, self.catalog)
+        self.snapshots = Snapshots(self.store, self.keys, self.catalog)
 
     def unlock(self, passphrase: str) -> Path | None:
         """Unlock the keyring and, the first time a store of an earlier release is unlocked, upgrade it (a backup

@@ -63,12 +63,18 @@ CREATE TABLE IF NOT EXISTS grants (
     revoked    REAL,
     terms      BLOB
 );
+CREATE TABLE IF NOT EXISTS snapshots (
+    vault_id TEXT PRIMARY KEY,
+    id       TEXT NOT NULL,
+    sealed   BLOB NOT NULL
+);
 """
 
 # ``watches``: each watched folder's registration and state, sealed under its vault's key
 # (:mod:`memories.vault.watches`). It came after format 2 was released and needs no format step:
 # ``CREATE TABLE IF NOT EXISTS`` adds it to any store when it is opened, and it names its vault without a foreign
-# key, so an earlier release can still delete that vault.
+# key, so an earlier release can still delete that vault. ``snapshots`` (issue 28): each vault's sealed index
+# snapshot under a random id (:mod:`memories.vault.snapshots`), added the same way and for the same reasons.
 
 REVISIONS_SCHEMA = (
     """
@@ -298,10 +304,12 @@ class Store:
             )
 
     def delete_vault(self, vault_id: str) -> None:
-        """Remove a vault, its wrapped key, head set, every revision and its vector rows, in one transaction."""
+        """Remove a vault, its wrapped key, head set, every revision, its vector rows and its index snapshot, in one
+        transaction."""
         with self._transaction():
             self._db.execute("DELETE FROM revisions WHERE vault_id = ?", (vault_id,))
             self._db.execute("DELETE FROM vectors WHERE vault_id = ?", (vault_id,))
+            self._db.execute("DELETE FROM snapshots WHERE vault_id = ?", (vault_id,))
             self._db.execute("DELETE FROM heads WHERE vault_id = ?", (vault_id,))
             self._db.execute("DELETE FROM sync WHERE vault_id = ?", (vault_id,))
             self._db.execute("DELETE FROM watches WHERE vault_id = ?", (vault_id,))

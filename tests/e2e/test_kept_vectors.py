@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+import time
 
 from memories import worker_protocol as w
 from memories.daemon.index.backends import LOCAL_RECIPE
@@ -61,6 +62,18 @@ def _rows(home: HomeDir) -> list[tuple[str, str, bytes]]:
         return db.execute("SELECT vault_id, id, sealed FROM vectors ORDER BY vault_id, id").fetchall()
 
 
+def _until_snapshots(home: HomeDir, count: int) -> None:
+    """Wait (at most 60 s, polling) until the home holds ``count`` sealed index snapshots (written in the background,
+    :data:`memories.daemon.index.snapshots.WRITE_DELAY_SECONDS` after a cache changed)."""
+    deadline = time.monotonic() + 60
+    while True:
+        with sqlite3.connect(home.path / "memories.db") as db:
+            if db.execute("SELECT count(*) FROM snapshots").fetchone()[0] >= count:
+                return
+        assert time.monotonic() < deadline, "the index snapshots were not written"
+        time.sleep(0.1)
+
+
 def test_vectors_survive_lock_restart_and_eviction_and_nothing_is_readable(
     home: HomeDir, tiny_model: TinyModel
 ) -> None:
@@ -102,6 +115,7 @@ def test_vectors_survive_lock_restart_and_eviction_and_nothing_is_readable(
             needles += [digest.encode(), digest.upper().encode(), bytes.fromhex(digest)]
         needles.append(chunk["text"].encode())
     assert hashlib.sha256(chunks[0]["text"].encode()).hexdigest() == chunks[0]["chunk_hash"]
+    _until_snapshots(home, 2)  # the cached vaults' sealed index snapshots are in the home too (issue 28)
     home.ok("lock")
     home.ok("daemon", "stop")
     for path in home.path.rglob("*"):

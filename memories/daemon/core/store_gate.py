@@ -19,6 +19,7 @@ import trio
 from memories.config import CryptoConfig
 from memories.errors import MemoriesError
 from memories.vault.record_store import RecordStore
+from memories.vault.snapshots import OpenedSnapshot
 from memories.vault.store import VaultRow
 from memories.vault.views import (
     IndexText,
@@ -266,6 +267,24 @@ class StoreGate:
     async def forget_vectors(self) -> int:
         """Delete every vector row of the home (``[rag] keep_vectors = false``, at start; no key needed)."""
         return await self.run(self._records.vectors.forget_all)
+
+    # -- sealed index snapshots ----------------------------------------------------------------------------
+
+    async def load_snapshot(self, vault: VaultRow) -> OpenedSnapshot | str | None:
+        """The vault's index snapshot if it matches the records (:meth:`memories.vault.snapshots.Snapshots.load`)."""
+        return await self.run(self._records.snapshots.load, vault)
+
+    async def put_snapshot(self, vault: VaultRow, have: dict[str, int], data: bytes) -> bool:
+        """Seal and store the vault's index snapshot (:meth:`memories.vault.snapshots.Snapshots.put`)."""
+        return await self.run(self._records.snapshots.put, vault, have, data)
+
+    async def delete_snapshot(self, vault: VaultRow) -> None:
+        """Delete the vault's index snapshot."""
+        await self.run(self._records.snapshots.delete, vault)
+
+    async def forget_snapshots(self) -> int:
+        """Delete every index snapshot of the home (``[rag] keep_index = false``, at start; no key needed)."""
+        return await self.run(self._records.snapshots.forget_all)
 
     async def recent_vaults(self) -> list[str]:
         """The ids of the vaults searched most recently (:meth:`memories.vault.vaults.Vaults.recent`)."""

@@ -27,6 +27,7 @@ from memories.daemon.core.store_gate import StoreGate
 from memories.daemon.core.views import index_record
 from memories.daemon.core.workers import WorkerHandle
 from memories.daemon.index.kept_vectors import KeptVectors
+from memories.daemon.index.snapshots import IndexSnapshots
 from memories.errors import MemoriesError
 from memories.vault.store import VaultRow
 
@@ -80,12 +81,14 @@ class IndexFeed:
         store: the store gate (eligibility and decrypted records come from it).
         index: the index worker.
         kept: the vectors kept in the home (loaded into a cache that asks for them).
+        snapshots: the sealed index snapshots (a cold cache starts from one; a changed cache schedules a write).
     """
 
-    def __init__(self, store: StoreGate, index: WorkerHandle, kept: KeptVectors) -> None:
+    def __init__(self, store: StoreGate, index: WorkerHandle, kept: KeptVectors, snapshots: IndexSnapshots) -> None:
         self._store = store
         self._index = index
         self._kept = kept
+        self.snapshots = snapshots
         self._locks: dict[str, trio.Lock] = {}
         self._too_large: dict[str, str] = {}
         self._resend: dict[str, set[str]] = {}
@@ -136,6 +139,8 @@ class IndexFeed:
 
     async def _sync(self, job: VaultJob, vault: VaultRow, have: dict[str, int] | None) -> None:
         async with self._locks.setdefault(vault.id, trio.Lock()):
+            if have is None:  # a cold cache: from the vault's sealed snapshot when one matches the records
+                have = await self.snapshots.restore(job, vault)
             eligible = await self._store.eligible(vault)
             held = have or {}
             resend = set(self._resend.get(vault.id, ()))
@@ -169,5 +174,7 @@ class IndexFeed:
                     raise named from None
                 if isinstance(reply, w.IndexStale):
                     return  # the cache was evicted or rebuilt meanwhile: the caller asks again and starts over
+            if have is None or changed or deletes:
+                self.snapshots.changed(vault, job.epoch)
             self._too_large.pop(vault.id, None)
             self._resend.get(vault.id, set()).difference_update(resend)

@@ -68,6 +68,9 @@ class IndexStatus:
         too_large = self._index_feed.too_large(vault)
         if too_large:
             ctx.warnings.append(f"searches fail until records are removed: {too_large}")
+        discarded = self._index_feed.snapshots.warning(vault)
+        if discarded:
+            ctx.warnings.append(discarded)
         damaged = self._kept.damaged(vault)
         if damaged and not locked:
             ctx.warnings.append(

@@ -4,7 +4,9 @@ every vault whose kept vectors miss inputs (new records, edits, a vault never in
 run, a model installed just now).
 
 The vaults searched most recently are remembered across lock and restart, sealed under the master key
-(:meth:`memories.vault.vaults.Vaults.remember_search`). Nothing runs with ``[rag] auto_index = "off"``.
+(:meth:`memories.vault.vaults.Vaults.remember_search`). With ``[rag] auto_index = "off"`` only the recent vaults'
+caches are warmed (from their sealed snapshots when they match, :mod:`memories.daemon.index.snapshots`): ``auto_index``
+governs embedding only (issue 28).
 """
 
 from __future__ import annotations
@@ -89,14 +91,15 @@ class WarmUp:
     async def catch_up(self) -> None:
         """Start the background jobs of an unlock or a model install (a task in the daemon's nursery): the recent
         vaults first, then every other vault the daemon embeds by itself whose kept vectors miss inputs. Never
-        raises: a lock meanwhile (or a home still locked) ends it, and anything else is logged."""
-        if self._auto == "off":
-            return
+        raises: a lock meanwhile (or a home still locked) ends it, and anything else is logged. With ``auto_index =
+        "off"`` the recent vaults' caches are warmed all the same (nothing is embedded)."""
         try:
             vaults = {vault.id: vault for vault in await self._store.vaults()}
             recent = [vaults[vault_id] for vault_id in await self._store.recent_vaults() if vault_id in vaults]
             for vault in recent:
                 await self._indexing.start_reindex(vault, refresh=True)
+            if self._auto == "off":
+                return
             others = [vault for vault in vaults.values() if vault not in recent]
             for vault in others:
                 if await self._incomplete(vault):
