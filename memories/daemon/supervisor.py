@@ -87,6 +87,10 @@ _ALWAYS_ALLOWED = (p.Status, p.Stop)
 STOP_GRACE_SECONDS = 5.0
 """How long a stopping daemon waits for its cancelled jobs' answers to reach their clients."""
 
+LOCK_FLUSH_SECONDS = 2.0
+"""How long a lock may wait for the index snapshots that are due (:meth:`IndexSnapshots.flush`) before it drops
+the keys: a write cut short leaves the older snapshot, which the next unlock discards and rebuilds."""
+
 CANCEL_WAIT_SECONDS = 5.0
 """How long ``jobs cancel`` waits for the job to end before it answers with the job's state."""
 
@@ -170,15 +174,8 @@ class Daemon:
         self.index_status = IndexStatus(store, jobs, self.index_feed, backend, index, self.kept)
         self.tools = Tools(self.store, self.grants, self.retrieval, self.asking, self.index_status)
         between_writes = crash_after(hooks.kill_after_payloads if hooks else None)
-        self.sync = SyncRequests(
-            self.store,
-            self.jobs,
-            self.epochs,
-            self.index_feed,
-            self.indexing,
-            config,
-            Sync(records, Path(home.root), between_writes),
-        )
+        sync = Sync(records, Path(home.root), between_writes)
+        self.sync = SyncRequests(self.store, self.jobs, self.epochs, self.index_feed, self.indexing, config, sync)
         parts = (self.store, self.jobs, self.epochs, self.ingest, self.index_feed, self.indexing, start_soon, home.root)
         self.folders = FolderWatches(*parts, self.sync.folders, hooks)
         self._handlers: Handlers = {
@@ -302,8 +299,11 @@ class Daemon:
         call in flight ends ``vault_locked``, never with its result. The keys are dropped under the store's limiter,
         so lock never interleaves with a store call in its thread: an add is either committed and acknowledged
         before the lock, or refused after it, and an unlock that is deriving its key finishes before the lock drops
-        it.
+        it. The index snapshots that are due are written first (at most :data:`LOCK_FLUSH_SECONDS`), so the next
+        unlock finds the cache as it was.
         """
+        with trio.move_on_after(LOCK_FLUSH_SECONDS):
+            await self.snapshots.flush()
         self.epochs.bump_all()
         self.jobs.cancel_where("vault_locked")
         self.folders.stop_all()

@@ -149,6 +149,36 @@ async def test_an_evicted_vault_comes_back_from_its_snapshot(real: Middle, analy
     assert analyses.count == 0
 
 
+async def test_a_lock_writes_the_snapshot_that_is_due(
+    real: Middle, analyses: Analyses, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(daemon_snapshots, "WRITE_DELAY_SECONDS", 3600.0)  # due, but not written by the quiet time
+    await _fill(real)
+    built = await _results(real)
+    assert real.daemon.snapshots.written == 0
+    await _relock(real)
+    analyses.count = 0
+    assert await _results(real) == built
+    assert analyses.count == 0 and real.daemon.snapshots.restored >= 1
+
+
+async def test_a_vault_evicted_before_its_snapshot_was_due_comes_back_from_it(
+    real: Middle, analyses: Analyses, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(daemon_snapshots, "WRITE_DELAY_SECONDS", 3600.0)
+    for name in ("second", "third"):
+        await real.ok(p.VaultCreate(name=name))
+    for name in ("notes", "second", "third"):
+        await _fill(real, name)
+    built = await _results(real)
+    for name in ("second", "third"):  # loading "third" evicts "notes", whose write was due: it is written first
+        await _results(real, name)
+    assert real.vault_id not in workers.index._caches
+    analyses.count = 0
+    assert await _results(real) == built
+    assert analyses.count == 0
+
+
 async def test_a_restart_restores_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(daemon_snapshots, "WRITE_DELAY_SECONDS", 3600.0)  # written only by `daemon stop`
     workers.index._caches.clear()

@@ -140,6 +140,7 @@ class IndexFeed:
     async def _sync(self, job: VaultJob, vault: VaultRow, have: dict[str, int] | None) -> None:
         async with self._locks.setdefault(vault.id, trio.Lock()):
             if have is None:  # a cold cache: from the vault's sealed snapshot when one matches the records
+                await self.snapshots.flush()  # loading it may evict a vault whose snapshot is due: write that first
                 have = await self.snapshots.restore(job, vault)
             eligible = await self._store.eligible(vault)
             held = have or {}

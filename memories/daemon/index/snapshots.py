@@ -16,9 +16,10 @@ Two moments:
   that epoch (:class:`~memories.worker_protocol.IndexTakeSnapshot`) and stores it only if the records are still
   exactly those (the store thread checks). Cost per write: the worker's serialization (msgpack of the chunk rows and
   ``sqlite3.serialize()`` of the FTS5 database), one AES-GCM pass and one SQLite row of about 3 to 4 times the
-  vault's text (tens of MiB at 100,000 chunks); a burst of edits costs one write. ``daemon stop`` writes what is due
-  first; a lock does not wait (its workers are killed at once), so a change in the last seconds before a lock
-  leaves a stale snapshot, discarded and rebuilt at the next unlock.
+  vault's text (tens of MiB at 100,000 chunks); a burst of edits costs one write. What is due is written first, at
+  once, by ``daemon stop`` and by a lock (each bounded in time: a write cut short leaves the older snapshot, which
+  the next unlock finds stale, discards and rebuilds), and before a vault not cached is loaded, since that load may
+  evict the vault whose write is due (the worker keeps two, R-21).
 
 With ``[rag] keep_index = false`` nothing is written or read, and the daemon deletes the kept snapshots at start.
 """
@@ -115,7 +116,8 @@ class IndexSnapshots:
             self.start_soon(self._write_due)
 
     async def flush(self) -> None:
-        """Write every snapshot that is due now (``daemon stop``). Never raises."""
+        """Write every snapshot that is due now, without waiting for the quiet time (``daemon stop``, a lock, and
+        before a cold vault is loaded). Never raises; a flush that is cancelled part way leaves the rest unwritten."""
         due, self._due = self._due, {}
         for vault, epoch, _ in due.values():
             await self._write(vault, epoch)
