@@ -94,6 +94,12 @@ _MOVE = "UPDATE chunks SET kind = :kind, byte_start = :byte_start WHERE rowid = 
 
 _TERM_IDS = "SELECT title || ' ' || body || ' ' || meta FROM chunk_fts WHERE rowid = ?"
 
+_ANALYSIS = """
+SELECT chunk_fts.title || ' ' || chunk_fts.body || ' ' || chunk_fts.meta, chunk_phrases.phrase_key
+FROM chunk_fts JOIN chunk_phrases ON chunk_phrases.rowid = chunk_fts.rowid
+WHERE chunk_fts.rowid = ?
+"""
+
 # :essential, when not NULL, keeps only chunks holding one of those terms (the first pass of the ranking above);
 # the unary + keeps SQLite from handing that rowid list to FTS5, which would rerun the MATCH once per rowid.
 _MATCHING = """
@@ -194,6 +200,7 @@ class LexicalIndex:
         self._connection = sqlite3.connect(":memory:", check_same_thread=False)
         self._connection.executescript(_SCHEMA)
         self._vocabulary: dict[str, str] = {}  # term -> id
+        self._terms: list[str] = []  # id number -> term (term ``t{i}`` is ``self._terms[i]``)
         self._rows_with: Counter[str] = Counter()  # term id -> chunks holding it, as bm25() counts them
         self._row_count = 0
 
@@ -201,8 +208,7 @@ class LexicalIndex:
         """The whole index as :class:`LexicalState` (a copy: later changes do not touch it)."""
         self._connection.execute("DELETE FROM admitted")  # per search, and not worth keeping
         self._connection.commit()  # a search's rows of ``admitted`` sit in an implicit transaction
-        vocabulary = sorted(self._vocabulary, key=lambda term: int(self._vocabulary[term][1:]))
-        return LexicalState(self._connection.serialize(), vocabulary, dict(self._rows_with), self._row_count)
+        return LexicalState(self._connection.serialize(), list(self._terms), dict(self._rows_with), self._row_count)
 
     @classmethod
     def restored(cls, state: LexicalState) -> LexicalIndex:
@@ -215,9 +221,26 @@ class LexicalIndex:
         index._connection.deserialize(state.database)
         index._connection.execute("SELECT count(*) FROM chunk_fts").fetchone()  # fails now if it is not one
         index._vocabulary = {term: f"t{number}" for number, term in enumerate(state.vocabulary)}
+        index._terms = list(state.vocabulary)
         index._rows_with = Counter(state.rows_with)
         index._row_count = state.row_count
         return index
+
+    def analysis(self, rowid: int) -> tuple[frozenset[str], str]:
+        """The distinct analyzed terms of a chunk's title, text and metadata, and its text's phrase key (what the
+        reranker's coverage reads for a candidate). Kept only here, in the database, rather than on every
+        :class:`~memories.rag.vault_index.ChunkRow`: at 100,000 chunks a frozenset of terms per row cost more than
+        the chunk text (issue 28 item 4).
+
+        Raises:
+            KeyError: no chunk has ``rowid``.
+        """
+        found = self._connection.execute(_ANALYSIS, (rowid,)).fetchone()
+        if found is None:
+            raise KeyError(rowid)
+        term_ids, phrase_key = found
+        terms = self._terms
+        return frozenset([terms[int(term_id[1:])] for term_id in set(term_ids.split())]), phrase_key
 
     def replace(
         self, delete_rowids: Iterable[int], entries: Iterable[LexicalEntry], kept: Iterable[KeptChunk] = ()
@@ -411,4 +434,5 @@ class LexicalIndex:
             for term in dict.fromkeys(terms):  # in text order, so ids never depend on string hashing
                 if term in new_terms:
                     vocabulary[term] = f"t{len(vocabulary)}"
+                    self._terms.append(term)
         return " ".join(map(vocabulary.__getitem__, terms))

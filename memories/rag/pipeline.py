@@ -282,8 +282,9 @@ class VaultCache:
         if candidate is None:
             row = self.index.row(rowid)
             written = (row.title, row.chunk.text, row.source or "")
+            terms, phrase_key = self.index.analysis(rowid)
             candidate = self._candidates[rowid] = Candidate(
-                rowid, row.terms, row.phrase_key, text_language(row.chunk.text), written
+                rowid, terms, phrase_key, text_language(row.chunk.text), written
             )
         return candidate
 

@@ -26,7 +26,7 @@ from memories.errors import MemoriesError
 from memories.rag.pipeline import VaultCache
 from memories.rag.vault_index import IndexSnapshotState
 
-SNAPSHOT_LAYOUT = 1
+SNAPSHOT_LAYOUT = 2
 """The layout of :class:`_Snapshot` and of :class:`~memories.rag.vault_index.IndexSnapshotState`; bump it when
 either changes."""
 
@@ -61,7 +61,7 @@ def restore(vault_id: str, data: bytes) -> VaultCache | str:
     records with the store and stamps it through the final :class:`~memories.worker_protocol.IndexSync`); or why
     it cannot be used (one line: another analysis version, undecodable bytes, over a limit)."""
     try:
-        header = msgspec.msgpack.decode(data, type=tuple[str, float | None, object])
+        header = msgspec.msgpack.decode(data, type=tuple[str, float | None, msgspec.Raw])  # the rest unread
     except (msgspec.DecodeError, msgspec.ValidationError):
         return "the snapshot does not decode"
     if header[0] != analysis_version():

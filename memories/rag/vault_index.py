@@ -43,8 +43,8 @@ class ChunkRow(msgspec.Struct, frozen=True):
         record_id, revision, kind, title, source: the record the chunk belongs to.
         chunk: the span of the body; a record with an empty or whitespace-only body has one title-only chunk
             with empty text and spans ``(0, 0)``, found through its title and metadata.
-        phrase_key: ``analysis.phrase_key`` of the chunk text.
-        terms: the distinct analyzed terms of title, chunk text and metadata (for the reranker's coverage).
+
+    Its analysis (terms, phrase key) is in the lexical index only: :meth:`VaultIndex.analysis`.
     """
 
     rowid: int
@@ -54,8 +54,6 @@ class ChunkRow(msgspec.Struct, frozen=True):
     title: str
     source: str | None
     chunk: Chunk
-    phrase_key: str
-    terms: frozenset[str]
 
 
 class Hit(msgspec.Struct, frozen=True):
@@ -316,6 +314,11 @@ class VaultIndex:
         """The chunk row with this row id; ``KeyError`` if it is not (or no longer) in the index."""
         return self._rows[rowid]
 
+    def analysis(self, rowid: int) -> tuple[frozenset[str], str]:
+        """The chunk's distinct analyzed terms (title, text, metadata) and its text's phrase key, from the lexical
+        index (:meth:`~memories.rag.lexical.LexicalIndex.analysis`); ``KeyError`` if it is not in the index."""
+        return self._lexical.analysis(rowid)
+
     def stats(self) -> IndexStats:
         """How much the cache holds."""
         return IndexStats(records=len(self._records), chunks=len(self._rows), text_bytes=self._text_bytes)
@@ -363,8 +366,6 @@ def _new_row(
         title=record.title,
         source=record.source,
         chunk=chunk,
-        phrase_key=body.phrase_key,
-        terms=frozenset((*title.terms, *body.terms, *meta_terms)),
     )
     entry = LexicalEntry(
         rowid=rowid,

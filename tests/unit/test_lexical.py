@@ -214,7 +214,7 @@ def test_hits_carry_chunk_spans() -> None:
         chunk = hit.row.chunk
         assert body.encode()[chunk.byte_start : chunk.byte_end].decode() == chunk.text
         assert (hit.row.title, hit.row.source, hit.row.revision, hit.row.kind) == ("Migrations", "m.md", 1, "card")
-        assert {"数据库", "迁移", "migrations"} <= hit.row.terms
+        assert {"数据库", "迁移", "migrations"} <= index.analysis(hit.row.rowid)[0]
         assert index.row(hit.row.rowid) == hit.row
 
 
@@ -339,7 +339,8 @@ def test_an_edited_record_ranks_as_if_indexed_from_scratch() -> None:
     for query in ("ownership", "lifetimes", "所有权", "paragraph 45", "renamed", "other"):
         for mode in _MODES:
             assert _ranking(incremental, query, mode) == _ranking(fresh, query, mode)
-    assert {row.terms for row in incremental.rows()} == {row.terms for row in fresh.rows()}
+    analyses = {incremental.analysis(row.rowid) for row in incremental.rows()}
+    assert analyses == {fresh.analysis(row.rowid) for row in fresh.rows()}
 
 
 def test_an_edit_keeps_the_rows_of_unchanged_chunks() -> None:
