@@ -134,7 +134,7 @@ def input_keys(record: w.IndexRecord, recipe: w.InputRecipe) -> list[str]:
     keys each chunk's model input). No analysis: the key needs only the title, the source and the chunk's text."""
     keys = []
     for chunk in note_chunks(record.body) or [_TITLE_ONLY_CHUNK]:
-        row = ChunkRow(0, record.id, record.revision, record.kind, record.title, record.source, chunk, "", frozenset())
+        row = ChunkRow(0, record.id, record.revision, record.kind, record.title, record.source, chunk)
         keys.append(input_key(model_input(row, recipe)))
     return list(dict.fromkeys(keys))
 
