@@ -24,8 +24,10 @@ _HEADER = struct.Struct(">I")
 MAX_CLIENT_FRAME = 8 * 1024 * 1024
 """Largest client frame in bytes: a 2 MiB body plus paths and overhead fit with room to spare."""
 
-MAX_WORKER_FRAME = 256 * 1024 * 1024
-"""Largest worker frame in bytes: an index sync batch or a vector batch stays far below it."""
+MAX_WORKER_FRAME = 1024 * 1024 * 1024
+"""Largest worker frame in bytes (1 GiB): an index sync batch or a vector batch stays far below it; an index snapshot
+of a 100,000-chunk vault (about 400 MiB, :data:`memories.worker_protocol.SNAPSHOT_MAX_BYTES`) is the largest frame.
+A frame's buffer is allocated at its announced size, from our own worker processes only."""
 
 
 HEADER_BYTES = _HEADER.size

@@ -535,9 +535,11 @@ class IndexResolve(WorkerRequest[RecordsNamed | IndexStale]):
     names: list[str]
 
 
-SNAPSHOT_MAX_BYTES = 192 * 2**20
-"""Largest index snapshot a worker frame carries (below the 256 MiB worker frame limit of
-:data:`memories.framing.MAX_WORKER_FRAME`, with room for the envelope)."""
+SNAPSHOT_MAX_BYTES = 896 * 2**20
+"""Largest index snapshot kept (896 MiB): below the 1 GiB worker frame limit of
+:data:`memories.framing.MAX_WORKER_FRAME` with room for the envelope, and its sealed row below SQLite's default
+``SQLITE_MAX_LENGTH`` of 1,000,000,000 bytes. The sample corpus gives about 4 KB of snapshot per chunk (5.3 times the
+text): some 400 MiB at 100,000 chunks."""
 
 
 class IndexTakeSnapshot(WorkerRequest[IndexSnapshot | IndexStale]):

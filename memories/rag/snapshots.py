@@ -51,7 +51,7 @@ class _Snapshot(msgspec.Struct, array_like=True):
 
 
 def take(cache: VaultCache) -> bytes:
-    """The cache's lexical state as bytes (MessagePack; about the size of the vault's text times 3 to 4: chunk
+    """The cache's lexical state as bytes (MessagePack; about 5 times the size of the vault's text: chunk
     text, phrase keys, term lists and the FTS5 pages)."""
     return msgspec.msgpack.encode(_Snapshot(analysis_version(), cache.last_build, cache.index.snapshot_state()))
 

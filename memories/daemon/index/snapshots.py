@@ -15,7 +15,7 @@ Two moments:
   :data:`WRITE_DELAY_SECONDS` after the last such change of the vault; the write asks the worker for its cache at
   that epoch (:class:`~memories.worker_protocol.IndexTakeSnapshot`) and stores it only if the records are still
   exactly those (the store thread checks). Cost per write: the worker's serialization (msgpack of the chunk rows and
-  ``sqlite3.serialize()`` of the FTS5 database), one AES-GCM pass and one SQLite row of about 3 to 4 times the
+  ``sqlite3.serialize()`` of the FTS5 database), one AES-GCM pass and one SQLite row of about 5 times the
   vault's text (tens of MiB at 100,000 chunks); a burst of edits costs one write. What is due is written first, at
   once, by ``daemon stop`` and by a lock (each bounded in time: a write cut short leaves the older snapshot, which
   the next unlock finds stale, discards and rebuilds), and before a vault not cached is loaded, since that load may
