@@ -101,7 +101,8 @@ CODES: dict[str, str] = {
     # Generation and model endpoints
     "generation_not_configured": "Answers (`rag ask`, MCP `memory_ask`) need [rag.generation] in the daemon's config.",
     "invalid_model_output": "The generation service's reply is not the JSON answer asked for (truncated, empty, "
-    "blocked, malformed or citing labels it was not shown); it is not retried.",
+    "blocked, malformed or citing labels it was not shown), or a model service's reply nests JSON more than 64 "
+    "levels deep; it is not retried.",
     "device_only_vault": "The vault is device-only; its data may not go to a non-loopback model endpoint or a sync "
     "folder.",
     # Sync

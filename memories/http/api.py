@@ -4,7 +4,8 @@
 
     post_json(client, endpoint, body, policy=..., deadline=..., cancelled=...)
         POST body as JSON to endpoint.url with endpoint.headers(); redirects refused (API_REDIRECTS)
-        2xx            -> the decoded JSON reply (a body that is not JSON: upstream_error)
+        2xx            -> the decoded JSON reply (a body that is not JSON: upstream_error; nested deeper than
+                          MAX_JSON_DEPTH: invalid_model_output)
         429, 5xx       -> retried (TransientFailure; delay from Retry-After or Gemini's RetryInfo)
         401, 403       -> auth_failed
         other 4xx      -> upstream_error quoting the server's message (details: status, server_message)
@@ -13,6 +14,10 @@
 The server's message is quoted because it is how a service states its limits ("batch size 60 > maximum allowed
 batch size 32", "input is too long"); callers such as :mod:`memories.providers.embedding` read it to
 re-batch or to record an input as failed. It is cut to :data:`MAX_SERVER_MESSAGE` code points.
+
+The body is read by :func:`memories.http.replies.read_body`: at most :data:`MAX_REPLY_BYTES` raw and again after
+gzip/deflate is undone (a small gzip body may inflate to gigabytes), and JSON nested over :data:`MAX_JSON_DEPTH`
+is refused before it is parsed (issue 29, item 13).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import httpx
 
 from memories.errors import MemoriesError
 from memories.http.client import API_REDIRECTS, open_response, shown_url
+from memories.http.replies import ACCEPT_ENCODING, depth_exceeds, read_body
 from memories.http.retry import (
     RETRY_STATUSES,
     CancelCheck,
@@ -41,7 +47,12 @@ from memories.http.retry import (
 )
 
 MAX_REPLY_BYTES = 64 * 1024 * 1024
-"""Largest reply read, in bytes: 100 vectors of 3,072 floats as JSON text are about 7 MB."""
+"""Largest reply read, in bytes, as sent and again once decompressed: 100 vectors of 3,072 floats as JSON text are
+about 7 MB."""
+
+MAX_JSON_DEPTH = 64
+"""Deepest nesting of arrays and objects read in a reply: the replies of the services read are 6 deep at most
+(Gemini's ``candidates[].content.parts[].text``)."""
 
 MAX_SERVER_MESSAGE = 500
 """Code points of a server's error message kept in ours."""
@@ -74,7 +85,7 @@ class Endpoint:
 
     def headers(self) -> dict[str, str]:
         """The JSON content type and the key header, when the variable is set (optional for loopback)."""
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        headers = {"Content-Type": "application/json", "Accept": "application/json", "Accept-Encoding": ACCEPT_ENCODING}
         key = os.environ.get(self.api_key_env) if self.api_key_env else None
         if key:
             if self.auth == "x-goog-api-key":
@@ -125,8 +136,10 @@ def post_json(
     Raises:
         ApiError: ``upstream_error`` for a 4xx other than 401/403 (not retried).
         MemoriesError: ``auth_failed`` (401/403), ``unsafe_redirect`` (any redirect), ``upstream_error`` (a reply
-            that is not JSON, or over :data:`MAX_REPLY_BYTES`), ``upstream_unavailable`` (retries used up, or a
-            server delay over 30 s), ``cancelled``, the deadline's code.
+            that is not JSON, or over :data:`MAX_REPLY_BYTES` raw or decompressed, or in an encoding other than
+            gzip/deflate), ``invalid_model_output`` (a 2xx reply nested deeper than :data:`MAX_JSON_DEPTH`),
+            ``upstream_unavailable`` (retries used up, or a server delay over 30 s), ``cancelled``, the deadline's
+            code.
     """
     payload = _encode(body)
 
@@ -143,16 +156,24 @@ def post_json(
             passthrough=range(400, 600),
         )
         with contextlib.closing(response):
-            raw = _read_bounded(response, endpoint)
+            raw = read_body(response, endpoint.name, MAX_REPLY_BYTES)
         status = response.status_code
         decoded = _decode(raw)
         if 200 <= status < 300:
+            if decoded is _TOO_DEEP:
+                raise MemoriesError(
+                    "invalid_model_output",
+                    f"{endpoint.name} ({shown_url(endpoint.url)}) answered JSON nested more than {MAX_JSON_DEPTH} "
+                    "levels deep; nothing of it was read",
+                )
             if decoded is _NOT_JSON:
                 raise MemoriesError(
                     "upstream_error",
                     f"{endpoint.name} ({shown_url(endpoint.url)}) answered with a body that is not JSON",
                 )
             return decoded
+        if decoded is _TOO_DEEP:
+            decoded = _NOT_JSON  # a failure's body is quoted as text
         message = server_message(decoded, raw)
         refused = f"HTTP {status}: {message}" if message else f"HTTP {status}"
         replacement = None
@@ -193,13 +214,20 @@ def _encode(body: Mapping[str, Any]) -> bytes:
 
 
 _NOT_JSON = object()
+_TOO_DEEP = object()
 
 
 def _decode(raw: bytes) -> Any:
+    """The JSON value of ``raw``; :data:`_TOO_DEEP` when it nests over :data:`MAX_JSON_DEPTH`, :data:`_NOT_JSON`
+    when it does not parse. A failed reply's deep body is quoted as text (:func:`server_message`)."""
+    if depth_exceeds(raw, MAX_JSON_DEPTH):
+        return _TOO_DEEP
     try:
         decoded = json.loads(raw)
     except (UnicodeDecodeError, ValueError):
         return _NOT_JSON
+    except RecursionError:  # not reached past the depth check; kept so no parse ends as internal_error
+        return _TOO_DEEP
     return _without_lone_surrogates(decoded) if b"\\u" in raw else decoded
 
 
@@ -246,19 +274,3 @@ def server_message(decoded: Any, raw: bytes) -> str:
         text = json.dumps(text, ensure_ascii=False)
     text = " ".join(text.split())
     return text if len(text) <= MAX_SERVER_MESSAGE else text[: MAX_SERVER_MESSAGE - 1] + "…"
-
-
-def _read_bounded(response: httpx.Response, endpoint: Endpoint) -> bytes:
-    parts: list[bytes] = []
-    size = 0
-    try:
-        for part in response.iter_bytes():
-            size += len(part)
-            if size > MAX_REPLY_BYTES:
-                raise MemoriesError(
-                    "upstream_error", f"{endpoint.name} answered more than {MAX_REPLY_BYTES:,} bytes; nothing was kept"
-                )
-            parts.append(part)
-    except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
-        raise TransientFailure(f"the reply was cut short ({type(exc).__name__})") from None
-    return b"".join(parts)
