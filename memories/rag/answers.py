@@ -16,20 +16,22 @@
   a system message saying they are untrusted data, that no tools exist, and the reply shape.
 - **Reply**: one JSON object ``{"answer": str, "citations": ["S1", ...]}``, found as servers really return it
   (alone, in a fence or prose, after the model's reasoning, never inside it: :mod:`memories.rag.replies`). Every
-  cited label, and every label written in the answer (``[S1]``, ``[S1, S2]``, ``【S1】``, see
-  :data:`_INLINE_CITATION`), must be one of this request's labels. Citation checking checks references, not
-  whether each claim is supported by its source.
+  cited label, and every label written in the answer in any citation-like form (``[S1]``, ``(S1)``, ``[s1]``,
+  ``[S 1]``, ``［Ｓ１］``, ``【S1】``, lists ``[S1, S2]`` and ranges ``[S1-S3]``: :mod:`memories.rag.citations`), must
+  be one of this request's labels, or the reply is refused (nothing is stripped: an answer that cites a source it
+  was not shown is not shown either). Citation checking checks references, not whether each claim is supported
+  by its source.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from memories.rag.citations import Cited, inline_citations, listed_citation
 from memories.rag.fusion import Candidate, QueryFacts, held
 from memories.rag.replies import answer_object, invalid_output
 from memories.rag.stopwords import content_terms
@@ -64,20 +66,6 @@ it for a remote backend).
   embeddings sit higher than EmbeddingGemma's (unrelated pairs around 0.5-0.6), hence 0.7; a compatible model is
   unknown, so its bar is between the two. Both are starting points to check with one's own questions and set with
   ``[rag.embedding] min_similarity``."""
-
-_INLINE_CITATION = re.compile(r"[\[［【]\s*(S\d+(?:\s*[,，;；、]\s*S\d+)*)\s*[\]］】]")
-"""A label, or a list of them, in brackets as models write them: ``[S1]``, ``[S1, S2]``, and in Chinese answers
-``［S1］``, ``【S1】``, ``【S1、S2】``. A bracket holding anything else (``[Section 4]``) cites nothing."""
-_LABEL = re.compile(r"S\d+")
-
-
-def _inline_labels(answer: str) -> list[str]:
-    """The labels cited in the answer's text, in order.
-
-    >>> _inline_labels("A [S2] and [S1, S3]; 甲【S4、S5】 ([Section 4])")
-    ['S2', 'S1', 'S3', 'S4', 'S5']
-    """
-    return [label for group in _INLINE_CITATION.findall(answer) for label in _LABEL.findall(group)]
 
 
 @dataclass(frozen=True)
@@ -187,15 +175,19 @@ def user_prompt(question: str, sources: Sequence[Source]) -> str:
 
 
 def parse_answer(reply: str, labels: Sequence[str]) -> tuple[str, list[str]]:
-    """The answer and its cited labels (unique: the ``citations`` list, then labels only written inline).
+    """The answer and its cited labels (unique, as ``S<n>``: the ``citations`` list, then labels only written inline;
+    a range cites each label in it).
 
     Raises:
         MemoriesError: ``invalid_model_output`` naming the reason: not one answer object
-            (:func:`~memories.rag.replies.answer_object`), wrong field types, or a label (cited, or written in the
-            answer as ``[S#]``, ``[S#, S#]`` or in full-width brackets) that this request did not send.
+            (:func:`~memories.rag.replies.answer_object`), wrong field types, an entry of ``citations`` that is not a
+            label, or a label or range (cited, or written in the answer in any form :mod:`memories.rag.citations`
+            reads) that this request did not send; ``details.invented`` lists them.
 
     >>> parse_answer('<think>hmm</think>```json\\n{"answer": "Yes [S1].", "citations": ["S1"]}\\n```', ["S1"])
     ('Yes [S1].', ['S1'])
+    >>> parse_answer('{"answer": "Yes (s1, Ｓ２).", "citations": ["[S2]"]}', ["S1", "S2"])
+    ('Yes (s1, Ｓ２).', ['S2', 'S1'])
     """
     document = answer_object(reply)
     answer, citations = document.get("answer"), document.get("citations")
@@ -204,11 +196,25 @@ def parse_answer(reply: str, labels: Sequence[str]) -> tuple[str, list[str]]:
     if not isinstance(citations, list) or not all(isinstance(label, str) for label in citations):
         raise invalid_output('"citations" is missing or not a list of labels')
     known = set(labels)
-    inline = _inline_labels(answer)
-    invented = sorted({label for label in [*citations, *inline] if label not in known})
+    invented: list[str] = []
+    cited: list[str] = []
+    listed: list[Cited] = []
+    for entry in citations:
+        read = listed_citation(entry)
+        if read is None:
+            invented.append(entry if len(entry) <= 40 else entry[:39] + "…")
+        else:
+            listed.extend(read)
+    for citation in [*listed, *inline_citations(answer)]:
+        expanded = citation.labels(len(labels))
+        if expanded is None or any(label not in known for label in expanded):
+            invented.extend([str(citation)] if expanded is None else [x for x in expanded if x not in known])
+        else:
+            cited.extend(expanded)
     if invented:
+        unique = sorted(set(invented), key=lambda label: (len(label), label))
         raise invalid_output(
-            f"the reply cites labels that were not sent: {', '.join(invented)} (sent: {', '.join(labels)})",
-            {"invented": invented},
+            f"the reply cites labels that were not sent: {', '.join(unique)} (sent: {', '.join(labels)})",
+            {"invented": unique},
         )
-    return answer, list(dict.fromkeys([*citations, *inline]))
+    return answer, list(dict.fromkeys(cited))
