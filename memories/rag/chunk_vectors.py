@@ -21,6 +21,7 @@ from memories import worker_protocol as w
 from memories.models.embedding import estimated_tokens
 from memories.protocol import EmbedFailure
 from memories.rag.vault_index import ChunkRow, VaultIndex
+from memories.rag.vector_view import VectorView
 from memories.rag.vectors import VectorStore, input_hash
 
 
@@ -37,6 +38,23 @@ class ChunkVectors:
         """Per space key: input key → the service's reason for refusing it (not offered again)."""
         self.loaded: set[str] = set()
         """Space keys whose vectors kept in the home were given to this cache (:mod:`memories.rag.kept`)."""
+        self._views: dict[str, VectorView] = {}
+
+    def view(self, space: w.VectorSpace) -> VectorView:
+        """The rows as arrays in ``space`` (:class:`~memories.rag.vector_view.VectorView`), built again only after
+        the rows or the vectors changed."""
+        stamp = (self.index.changes, self.store.changes, space.key, space.recipe)
+        view = self._views.get(space.key)
+        if view is None or view.stamp != stamp:
+            rows = list(self.index.rows())
+            view = self._views[space.key] = VectorView(
+                stamp,
+                [row.rowid for row in rows],
+                [row.kind == "card" for row in rows],
+                [self.key(row, space.recipe) for row in rows],
+                self.store.positions(space.key),
+            )
+        return view
 
     def retain(self, live: Iterable[ChunkRow]) -> None:
         """Forget input keys of rows that are gone, and drop vectors and refusals no ``live`` row uses."""
@@ -86,10 +104,13 @@ class ChunkVectors:
         :func:`estimated_tokens` (the tokenizer lives in the embedding worker), so consecutive batches have similar
         token lengths and little padding; plus how many are missing, embedded and refused in all."""
         self._spaces[space.key] = space.recipe
+        failed = self._failed.get(space.key, {})
+        view = self.view(space)
+        if not failed and not view.missing:  # every search asks (on-demand embedding): no pass over the rows
+            return w.MissingInputs(keys=[], inputs=[], total_missing=0, embedded=view.inputs, failures=[])
         wanted: dict[str, ChunkRow] = {}
         for row in self.index.rows():
             wanted.setdefault(self.key(row, space.recipe), row)
-        failed = self._failed.get(space.key, {})
         missing = [key for key in self.store.missing(space.key, wanted) if key not in failed]
         inputs = {key: model_input(wanted[key], space.recipe) for key in missing}
         chosen = sorted(missing, key=lambda key: (estimated_tokens(inputs[key].text), wanted[key].rowid))[:limit]

@@ -228,25 +228,17 @@ class VaultCache:
         counts admitted chunks); each chunk's rank and cosine go into ``traces`` when given."""
         assert request.space is not None and request.query_vector is not None
         space = request.space
-        rows = [
-            row
-            for row in self.index.rows()
-            if (not request.cards_only or row.kind == "card") and (admitted is None or row.rowid in admitted)
-        ]
+        view = self.vectors.view(space)
+        allowed = None if admitted is None else view.mask(admitted)
+        if request.cards_only:
+            allowed = view.cards if allowed is None else allowed & view.cards
         if request.match_mode != "any":
-            allowed = self.index.filter_rowids(
+            strict = self.index.filter_rowids(
                 query, match_mode=request.match_mode, cards_only=request.cards_only, admitted=admitted
             )
-            rows = [row for row in rows if row.rowid in allowed]
-        by_key: dict[str, list[ChunkRow]] = {}
-        for row in rows:
-            by_key.setdefault(self.vectors.key(row, space.recipe), []).append(row)
-        vector = np.frombuffer(request.query_vector, dtype=np.float32)
-        ranked = [
-            (row.rowid, score)
-            for key, score in self.vectors.store.search(space.key, vector, by_key, limit=limit)
-            for row in by_key[key]
-        ]
+            allowed = view.mask(strict) if allowed is None else allowed & view.mask(strict)
+        matrix, vector = self.vectors.store.scanned(space.key, np.frombuffer(request.query_vector, dtype=np.float32))
+        ranked = view.ranked(matrix, vector, allowed, limit)
         if traces is not None:
             for rank, (rowid, score) in enumerate(ranked, start=1):
                 trace = traces.setdefault(rowid, Trace())

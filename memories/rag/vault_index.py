@@ -115,6 +115,9 @@ class VaultIndex:
         self._text_bytes = 0
         self._next_rowid = 1
         self._lexical = LexicalIndex()
+        self.changes = 0
+        """Counts the changes of the rows (each :meth:`apply` and :meth:`restore_state`), so that what is derived
+        from them (:class:`memories.rag.vector_view.VectorView`) knows when it is out of date."""
 
     def snapshot_state(self) -> IndexSnapshotState:
         """Everything this index holds, for a sealed snapshot (:mod:`memories.rag.snapshots`)."""
@@ -138,6 +141,7 @@ class VaultIndex:
         self._text_bytes = state.text_bytes
         self._next_rowid = state.next_rowid
         self._lexical = lexical
+        self.changes += 1
 
     def have(self) -> dict[str, int]:
         """Record id → revision of every record in the cache."""
@@ -223,6 +227,7 @@ class VaultIndex:
         self._rows.update((row.rowid, row) for row in rows)
         self._text_bytes = text_bytes
         self._next_rowid = next_rowid
+        self.changes += 1
 
     def admitted(self, search: SearchFilter | None) -> set[int] | None:
         """The row ids of every chunk of the records ``search`` admits (:func:`memories.rag.filters.admits`);

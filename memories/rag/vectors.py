@@ -63,6 +63,9 @@ class VectorStore:
 
     def __init__(self, *, max_bytes: int = MAX_VECTOR_BYTES) -> None:
         self.max_bytes = max_bytes
+        self.changes = 0
+        """Counts the adds, drops and clears, so that what is derived from the stored rows
+        (:class:`memories.rag.vector_view.VectorView`) knows when it is out of date."""
         self.clear()
 
     def __len__(self) -> int:
@@ -128,6 +131,7 @@ class VectorStore:
         if space is None:
             space = self._spaces[space_key] = _Space(width)
         space.append(list(new), matrix[list(new.values())])
+        self.changes += 1
         return len(new)
 
     def search(
@@ -188,11 +192,37 @@ class VectorStore:
             dropped += space.retain(keep.get(space_key, set()))
             if not space.rows:
                 del self._spaces[space_key]
+        if dropped:
+            self.changes += 1
         return dropped
 
     def clear(self) -> None:
         """Forget every vector (lock, vault invalidation)."""
         self._spaces: dict[str, _Space] = {}
+        self.changes += 1
+
+    def positions(self, space_key: str) -> dict[str, int]:
+        """Input hash -> row of :meth:`scanned`'s matrix, for every vector of ``space_key`` (``{}``: none). The
+        store's own mapping: read it, never change it."""
+        space = self._spaces.get(space_key)
+        return space.rows if space is not None else {}
+
+    def scanned(self, space_key: str, query: NDArray[np.floating]) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+        """``(matrix, vector)``: the space's float32 ``[n, width]`` matrix (rows as :meth:`positions` numbers them)
+        and ``query`` as a float32 ``[width]`` vector, checked. ``n`` is 0 for a space without vectors.
+
+        Raises:
+            ValueError: ``query`` has the wrong shape.
+            MemoriesError: ``invalid_vector`` when ``query`` is not finite and unit.
+        """
+        space = self._spaces.get(space_key)
+        vector = np.asarray(query, dtype=np.float32).reshape(-1)
+        if space is None:
+            return np.empty((0, vector.shape[0]), dtype=np.float32), vector
+        if vector.shape != (space.dimension,):
+            raise ValueError(f"expected a query of {space.dimension} values, got {np.shape(query)}")
+        _check_unit_rows(vector[None, :])
+        return space.compacted(), vector
 
 
 class _Space:
