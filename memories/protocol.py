@@ -931,11 +931,15 @@ class SearchHit(msgspec.Struct, omit_defaults=True):
 
 
 class SearchReport(_Result):
-    """``rag search``: the mode actually used and the chunks in rank order, labelled S1..Sn."""
+    """``rag search``: the mode actually used and the chunks in rank order, labelled S1..Sn. ``weak_matches``:
+    there are results and none of them is evidence by ``rag ask``'s rule (none holds half of the query's content
+    words' weight, none reaches the backend's evidence cosine): the vault may hold nothing about the query, and
+    the results are only the nearest chunks (:func:`memories.rag.answers.weak_matches`)."""
 
     mode: SearchMode
     match_mode: MatchMode
     results: list[SearchHit]
+    weak_matches: bool = False
 
 
 class ChunkHit(msgspec.Struct):
@@ -1170,7 +1174,7 @@ class ExplainedChunk(msgspec.Struct):
 class ExplainReport(_Result):
     """``rag explain``: the mode used, the query's analysis, the results in rank order, the named ``chunk`` (null
     when none was asked for), how many chunks have no vector (absent from the vector ranking: explain never
-    embeds them) and ``notes`` on the stages that did not run."""
+    embeds them), ``notes`` on the stages that did not run, and ``weak_matches`` as :class:`SearchReport`'s."""
 
     mode: SearchMode
     match_mode: MatchMode
@@ -1179,6 +1183,7 @@ class ExplainReport(_Result):
     chunk: ExplainedChunk | None
     missing_vectors: int
     notes: list[str]
+    weak_matches: bool = False
 
 
 class BenchFigures(msgspec.Struct):
@@ -1278,13 +1283,16 @@ class ToolSearchReport(_Result):
 
 
 class ToolRetrieveReport(_Result):
-    """``memory_retrieve``: as :class:`SearchReport`, cut to the result cap; ``omitted`` chunks left out."""
+    """``memory_retrieve``: as :class:`SearchReport`, cut to the result cap; ``omitted`` chunks left out;
+    ``weak_matches``: none of the results is evidence (:class:`SearchReport`), so none should be cited as an
+    answer."""
 
     mode: SearchMode
     match_mode: MatchMode
     results: list[SearchHit]
     truncated: bool
     omitted: int
+    weak_matches: bool = False
 
 
 class ToolAskReport(_Result):

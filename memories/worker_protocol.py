@@ -189,10 +189,13 @@ class Explanation(msgspec.Struct):
 
 class IndexHits(_Message):
     """:class:`IndexQuery` results: at most ``limit`` chunks in rank order, and their :class:`Explanation` when
-    the query asked for one."""
+    the query asked for one. ``weak_matches``: there are hits and none of them is evidence by ``rag ask``'s rule
+    (:func:`memories.rag.answers.weak_matches`, at the request's ``min_similarity``): nothing found answers the
+    query as far as the index can tell."""
 
     hits: list[WorkerHit]
     explanation: Explanation | None = None
+    weak_matches: bool = False
 
 
 class NotesParsed(_Message):
@@ -438,7 +441,9 @@ class IndexQuery(WorkerRequest[IndexHits | IndexStale | VectorsWanted]):
     ``space`` and ``query_vector`` (float32[dimension] bytes) are given for vector and hybrid modes; with
     ``evidence`` only the hits that are evidence for ``rag ask`` come back; with ``explain`` the reply carries an
     :class:`Explanation` of the hits (``rag explain``); ``filter`` keeps every chunk of the records it does not admit
-    out of both rankings (the limit then counts chunks it admits).
+    out of both rankings (the limit then counts chunks it admits). ``min_similarity`` is the backend's evidence
+    cosine (vector and hybrid modes; ``None``: lexical evidence only), by which the reply's ``weak_matches`` is
+    judged.
     """
 
     vault: str
@@ -455,6 +460,7 @@ class IndexQuery(WorkerRequest[IndexHits | IndexStale | VectorsWanted]):
     evidence: Evidence | None = None
     explain: Explain | None = None
     filter: SearchFilter | None = None
+    min_similarity: float | None = None
 
 
 class ParseNotes(WorkerRequest[NotesParsed]):

@@ -266,6 +266,11 @@ def explain(report: p.ExplainReport, chunk: str | None) -> None:
         click.echo(f"  {character} stands for: {', '.join(words)} (no chunk holds a query word)")
     for note in report.notes:
         click.echo(f"  note: {note}")
+    if report.weak_matches:
+        click.echo(
+            "  weak matches: no result holds half of the query's content weight or reaches the evidence cosine "
+            "(rag ask would find no evidence)"
+        )
     if not report.results:
         click.echo("no results")
     for explained in report.results:

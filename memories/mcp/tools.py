@@ -104,7 +104,8 @@ TOOLS: dict[str, ToolSpec] = {
             "Retrieve passages",
             "Retrieve the best chunks of the granted vault for a question: labels S1..Sn to cite as [S1], record "
             "id (asset_id) and revision, UTF-8 byte span, chunk hash and text. Hybrid (BM25 + vectors) when the "
-            "model is ready, else BM25.",
+            "model is ready, else BM25. weak_matches true: no chunk holds the question's words or is close to it "
+            "in meaning; the notes likely do not answer it, so do not cite them as if they did.",
             p.ToolRetrieve,
             p.ToolRetrieveReport,
             idempotent=True,

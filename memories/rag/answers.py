@@ -147,6 +147,23 @@ def is_evidence(
     return cosine is not None and min_similarity is not None and cosine >= min_similarity
 
 
+def weak_matches(
+    asked: QuestionTerms, shown: Sequence[tuple[Candidate[Any], float | None]], min_similarity: float | None
+) -> bool:
+    """Whether search results ``shown`` (each chunk with its cosine, ``None`` when it has none or the mode ranks
+    no vectors) are *weak matches*: there are some and none of them is evidence (:func:`is_evidence`), so
+    ``rag ask`` would answer ``insufficient_evidence`` from them. What ``rag search``, ``rag explain`` and MCP
+    ``memory_retrieve`` flag (``weak_matches``); the results are shown all the same, nothing is dropped.
+
+    >>> asked = QuestionTerms({"zzzqqqxyz": 1.0}, 0.5)
+    >>> weak_matches(asked, [(Candidate("c", {"rust"}), 0.27)], 0.55), weak_matches(asked, [], 0.55)
+    (True, False)
+    >>> weak_matches(asked, [(Candidate("c", {"rust"}), 0.27), (Candidate("d", {"zzzqqqxyz"}), 0.1)], 0.55)
+    False
+    """
+    return bool(shown) and not any(is_evidence(asked, chunk, cosine, min_similarity) for chunk, cosine in shown)
+
+
 def select_sources(candidates: Sequence[tuple[str, str]], max_context_chars: int) -> list[Source]:
     """Label evidence chunks ``(title, text)`` ``S1…`` in rank order while their titles and texts fit within
     ``max_context_chars`` code points (the first always fits: a chunk is at most 768 code points and the limit is

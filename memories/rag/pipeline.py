@@ -33,7 +33,7 @@ import numpy as np
 
 from memories import worker_protocol as w
 from memories.rag.analysis import AnalyzedQuery, analyze_query, highlight_spans, text_language, written_forms
-from memories.rag.answers import QuestionTerms, is_evidence
+from memories.rag.answers import QuestionTerms, is_evidence, weak_matches
 from memories.rag.chunk_vectors import ChunkVectors
 from memories.rag.explain import explanation, named_chunk
 from memories.rag.fusion import Candidate, QueryFacts, Trace, fuse, prefer_script, rerank
@@ -138,8 +138,9 @@ class VaultCache:
             ]
         shown = ranked[: request.limit]
         hits = [_hit(self.index.row(rowid), score, query if request.highlight else None) for rowid, score in shown]
+        weak = request.evidence is None and self._weak(query, request, [rowid for rowid, _ in shown], traces)
         if request.explain is None:
-            return w.IndexHits(hits=hits)
+            return w.IndexHits(hits=hits, weak_matches=weak)
         named = named_chunk(self.index, request.explain.chunk, [rowid for rowid, _ in shown], traces)
         if named is not None and query.terms:
             self._trace_beyond(query, facts, request, named, traces, admitted)
@@ -161,7 +162,16 @@ class VaultCache:
             self._candidate,
             has_vector,
         )
-        return w.IndexHits(hits=hits, explanation=found)
+        return w.IndexHits(hits=hits, explanation=found, weak_matches=weak)
+
+    def _weak(self, query: AnalyzedQuery, request: w.IndexQuery, shown: list[int], traces: dict[int, Trace]) -> bool:
+        """Whether the ``shown`` chunks are weak matches (:func:`memories.rag.answers.weak_matches`): none holds half
+        of the query's content weight or reaches ``request.min_similarity``, so ``rag ask`` would find no evidence."""
+        if not shown:
+            return False
+        asked = QuestionTerms.of(query.terms, self.index.stats().chunks, self.index.term_chunks(query))
+        cosines = [(self._candidate(rowid), traces[rowid].cosine if rowid in traces else None) for rowid in shown]
+        return weak_matches(asked, cosines, request.min_similarity)
 
     def _ranked(
         self,

@@ -4,7 +4,7 @@
 Usage::
 
     python -m ops.bench.evidence SET [SET ...] [--model-dir DIR] [--docs N] [--queries N] [--threads N]
-        [--vector-cache FILE] [--json]
+        [--vector-cache FILE] [--rule-only] [--json]
 
 ``SET`` is a retrieval set folder or the sample corpus folder, as for :mod:`ops.bench.quality` (several sets are
 pooled, and each is reported too). Without ``--model-dir`` the tiny test model is used (figures meaningless; the
@@ -35,6 +35,11 @@ are split in :data:`FOLDS` folds, and each fold is asked of a cache without the 
 (so about a tenth of the answers are missing for each query, not only its own: a query sees slightly fewer
 distractors than in the full set). Per mode and, for the vector and hybrid modes, per threshold of
 :data:`RULE_THRESHOLDS`.
+
+With the whole rule, the ``weak_matches`` flag of ``rag search`` (issue 30 item 4) is measured too, at each
+threshold: the share of queries flagged with their answer in the vault (false alarms; and of those, flagged
+although a relevant record is among the :data:`SEARCH_LIMIT` results), and the share flagged when their answers
+are removed (the same folds: what the flag should say). ``--rule-only`` skips the per-document cosine tables.
 
 ``--vector-cache FILE`` keeps the chunk vectors (by the model input's hash, so valid for any code version with the
 same recipe and model) in an ``.npz`` outside the repository, so a rule can be measured before and after a change
@@ -67,6 +72,8 @@ from ops.bench.quality import Benchmark, load_set
 
 LIMIT = 8
 """Chunks ``rag ask`` shows the generation service by default (``--limit``)."""
+SEARCH_LIMIT = 10
+"""Results ``rag search`` and ``memory_retrieve`` show by default (``--limit``): what ``weak_matches`` judges."""
 THRESHOLDS = tuple(round(0.25 + 0.05 * step, 2) for step in range(11))
 """Candidate ``min_similarity`` values: 0.25 … 0.75."""
 RULE_THRESHOLDS = (0.45, 0.5, 0.55, 0.6, 0.65)
@@ -271,9 +278,34 @@ def _shown(
     return [hit.asset_id for hit in cache.search(request)]
 
 
+def _searched(
+    cache: VaultCache, query: str, vector: np.ndarray, mode: str, threshold: float | None
+) -> tuple[list[str], bool]:
+    """The record ids ``rag search`` shows for ``query`` (:data:`SEARCH_LIMIT`), in rank order, and whether they
+    are flagged ``weak_matches`` at evidence cosine ``threshold``."""
+    request = w.IndexQuery(
+        vault="bench",
+        epoch=1,
+        query=query,
+        mode=mode,  # type: ignore[arg-type]
+        match_mode="any",
+        limit=SEARCH_LIMIT,
+        cards_only=False,
+        no_rerank=False,
+        space=None if mode == "bm25" else SPACE,
+        query_vector=None if mode == "bm25" else vector.astype(np.float32).tobytes(),
+        min_similarity=None if mode == "bm25" else threshold,
+    )
+    found = cache.query(request)
+    return [hit.asset_id for hit in found.hits], found.weak_matches
+
+
 def rule_figures(benchmark: Benchmark, vectors: Vectors) -> dict[str, dict[str, float]]:
     """Found, precision and reaches-the-model-without-the-answer of the whole evidence rule (module docstring),
-    keyed ``bm25``, ``vector@0.55``, ``hybrid@0.55``…"""
+    keyed ``bm25``, ``vector@0.55``, ``hybrid@0.55``…; and the ``weak_matches`` flag of ``rag search``
+    (:data:`SEARCH_LIMIT` results) at the same threshold: ``weak`` share of the queries flagged with their answer
+    in the vault, ``weak_found`` flagged although a relevant record is among the results, ``weak_without_answer``
+    flagged when the answers are removed (the folds as above: what the flag should say)."""
     records = index_records(benchmark)
     full = _cache(records, vectors)
     queries = benchmark.queries
@@ -284,6 +316,9 @@ def rule_figures(benchmark: Benchmark, vectors: Vectors) -> dict[str, dict[str, 
     shown = {setting: 0 for setting in settings}
     relevant = {setting: 0 for setting in settings}
     reaches = {setting: 0 for setting in settings}
+    weak = {setting: 0 for setting in settings}
+    weak_found = {setting: 0 for setting in settings}
+    weak_alone = {setting: 0 for setting in settings}
     for query, vector in zip(queries, query_vectors, strict=True):
         for mode, threshold in settings:
             ids = _shown(full, query.text, vector, mode, threshold, LIMIT)
@@ -291,6 +326,9 @@ def rule_figures(benchmark: Benchmark, vectors: Vectors) -> dict[str, dict[str, 
             found[mode, threshold] += hits > 0
             shown[mode, threshold] += len(ids)
             relevant[mode, threshold] += hits
+            results, flagged = _searched(full, query.text, vector, mode, threshold)
+            weak[mode, threshold] += flagged
+            weak_found[mode, threshold] += flagged and any(query.relevance.get(r, 0) > 0 for r in results)
     for fold in range(FOLDS):
         members = [index for index in range(len(queries)) if index % FOLDS == fold]
         answers = {doc for index in members for doc in queries[index].relevance}
@@ -299,6 +337,9 @@ def rule_figures(benchmark: Benchmark, vectors: Vectors) -> dict[str, dict[str, 
             for mode, threshold in settings:
                 alone = _shown(held_out, queries[index].text, query_vectors[index], mode, threshold, 1)
                 reaches[mode, threshold] += bool(alone)
+                weak_alone[mode, threshold] += _searched(
+                    held_out, queries[index].text, query_vectors[index], mode, threshold
+                )[1]
     count = len(queries)
     return {
         mode if threshold is None else f"{mode}@{threshold:.2f}": {
@@ -306,6 +347,9 @@ def rule_figures(benchmark: Benchmark, vectors: Vectors) -> dict[str, dict[str, 
             "precision": relevant[mode, threshold] / shown[mode, threshold] if shown[mode, threshold] else 1.0,
             "reaches_without_answer": reaches[mode, threshold] / count,
             "shown_per_query": shown[mode, threshold] / count,
+            "weak": weak[mode, threshold] / count,
+            "weak_found": weak_found[mode, threshold] / count,
+            "weak_without_answer": weak_alone[mode, threshold] / count,
         }
         for mode, threshold in settings
     }
@@ -316,13 +360,15 @@ def rule_markdown(name: str, queries: int, figures: dict[str, dict[str, float]])
     lines = [
         f"**{name}** ({queries} queries): the evidence rule as `rag ask` applies it, `--limit {LIMIT}`",
         "",
-        "| mode | found | precision | reaches the model without the answer | chunks shown per query |",
-        "|---|---:|---:|---:|---:|",
+        "| mode | found | precision | reaches the model without the answer | chunks shown per query | "
+        f"search weak_matches (top {SEARCH_LIMIT}): with the answer / answer shown / without the answer |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     for setting, row in figures.items():
         lines.append(
             f"| {setting} | {row['found']:.3f} | {row['precision']:.3f} | {row['reaches_without_answer']:.3f} | "
-            f"{row['shown_per_query']:.2f} |"
+            f"{row['shown_per_query']:.2f} | {row['weak']:.3f} / {row['weak_found']:.3f} / "
+            f"{row['weak_without_answer']:.3f} |"
         )
     return "\n".join(lines)
 
@@ -339,6 +385,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=min(DEFAULT_LOCAL_THREADS, cores))
     parser.add_argument("--vector-cache", type=Path, help="an .npz that keeps the chunk vectors between runs")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument(
+        "--rule-only", action="store_true", help="only the whole rule's figures (no per-document cosine tables)"
+    )
     args = parser.parse_args(argv)
     try:
         benchmarks = [load_set(folder, docs=args.docs, queries=args.queries) for folder in args.sets]
@@ -348,23 +397,28 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="memories-bench-") as scratch:
         model_dir = args.model_dir or build_tiny_model(Path(scratch) / "tiny-model")
         vectors = Vectors(model_dir, args.threads, args.vector_cache)
-        per_set = {benchmark.name: cosines(benchmark, vectors) for benchmark in benchmarks}
         rules = {benchmark.name: rule_figures(benchmark, vectors) for benchmark in benchmarks}
+        per_set = {benchmark.name: [] if args.rule_only else cosines(benchmark, vectors) for benchmark in benchmarks}
     pooled = [row for rows in per_set.values() for row in rows]
     model = str(args.model_dir) if args.model_dir else "tiny test model"
     if args.json:
         figures: dict[str, Any] = {
-            name: {"distributions": distributions(rows), "thresholds": threshold_table(rows), "rule": rules[name]}
+            name: {"rule": rules[name]}
+            if args.rule_only
+            else {"distributions": distributions(rows), "thresholds": threshold_table(rows), "rule": rules[name]}
             for name, rows in per_set.items()
         }
-        if len(per_set) > 1:
+        if len(per_set) > 1 and not args.rule_only:
             figures["pooled"] = {"distributions": distributions(pooled), "thresholds": threshold_table(pooled)}
         print(json.dumps({"model": model, "sets": figures}, indent=2))
         return 0
-    parts = [f"model {model}"] + [markdown(name, rows) for name, rows in per_set.items()]
-    if len(per_set) > 1:
-        parts.append(markdown("pooled", pooled))
-    parts += [rule_markdown(name, len(per_set[name]), figures) for name, figures in rules.items()]
+    parts = [f"model {model}"]
+    if not args.rule_only:
+        parts += [markdown(name, rows) for name, rows in per_set.items()]
+        if len(per_set) > 1:
+            parts.append(markdown("pooled", pooled))
+    counts = {benchmark.name: len(benchmark.queries) for benchmark in benchmarks}
+    parts += [rule_markdown(name, counts[name], figures) for name, figures in rules.items()]
     print("\n\n".join(parts))
     return 0
 

@@ -1,5 +1,6 @@
 """Issue 24 end to end with the tiny model: ``rag explain`` and ``rag bench``, text and ``--json``, one test per mode,
-on one shared daemon and vault (the figures mean nothing on the tiny model; the code paths do)."""
+on one shared daemon and vault (the figures mean nothing on the tiny model; the code paths do); and issue 30's
+``weak_matches`` through the CLI."""
 
 from __future__ import annotations
 
@@ -40,7 +41,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory, tiny_model: TinyModel) -> Iter
     root = tmp_path_factory.mktemp("explain-bench")
     home = HomeDir(root / "home")
     home.path.mkdir(mode=0o700)
-    home.config.write_text(FAST_KDF + "[rag]\nlocal_threads = 1\nauto_index = 'off'\n")
+    # The evidence cosine out of the tiny model's reach: its cosines are noise, so only a note's words are evidence.
+    home.config.write_text(FAST_KDF + "[rag]\nlocal_threads = 1\nauto_index = 'off'\nlocal_min_similarity = 0.999\n")
     with_hooks(home, model_manifest=str(tiny_model.manifest_path))
     notes = root / "notes"
     notes.mkdir()
@@ -179,3 +181,28 @@ def test_bench_refuses_a_bad_fixture_naming_the_line(lab: Lab, tmp_path: Path) -
     usage = home.run("rag", "bench", "notes", good, "--modes", "bm25,fuzzy")
     assert usage.code == 2 and "'fuzzy' is not one of bm25, vector, hybrid" in usage.stderr
     home.ok("memory", "delete", "notes", added["id"])
+
+
+def test_a_query_no_note_answers_is_marked_weak_in_the_cli(lab: Lab) -> None:
+    """Issue 30 item 4 (acceptance 5): ``rag search notes zzzqqqxyz`` in the default mode shows the nearest notes,
+    marked weak, with a warning; a query a note holds is not marked; ``rag explain`` says the same."""
+    home = lab.home
+    weak = home.ok("rag", "search", "notes", "zzzqqqxyz")
+    assert weak["mode"] == "hybrid" and weak["results"] and weak["weak_matches"] is True
+    assert any(warning.startswith("weak matches: ") for warning in weak["warnings"])
+    text = home.run("rag", "search", "notes", "zzzqqqxyz", json_output=False)
+    assert text.code == 0 and "[S1]" in text.stdout
+    assert "warning: weak matches: " in text.stderr
+    answered = home.ok("rag", "search", "notes", "rust ownership rules owner")
+    assert answered["results"][0]["asset_id"] == lab.ids["ownership.md"]
+    assert answered["weak_matches"] is False and "warnings" not in answered
+    assert home.ok("rag", "search", "notes", "zzzqqqxyz", "--mode", "bm25") == {
+        "mode": "bm25",
+        "match_mode": "any",
+        "results": [],
+        "weak_matches": False,
+    }
+    assert home.ok("rag", "explain", "notes", "zzzqqqxyz")["weak_matches"] is True
+    assert home.ok("rag", "explain", "notes", "rust ownership rules owner")["weak_matches"] is False
+    explained = home.run("rag", "explain", "notes", "zzzqqqxyz", json_output=False)
+    assert explained.code == 0 and "  weak matches: " in explained.stdout

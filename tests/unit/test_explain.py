@@ -1,5 +1,6 @@
 """``rag explain`` in process: the explanation comes from the path that ranks, so its order is the searched order
-(issue 24, acceptance 3), on random small vaults with random unit vectors, in every mode."""
+(issue 24, acceptance 3; issue 30, acceptance 6) and its ``weak_matches`` the search's, on random small vaults
+with random unit vectors, in every mode."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ def _unit(rng: np.random.Generator, rows: int) -> np.ndarray:
     embedded=st.floats(0.0, 1.0),
     seed=st.integers(0, 2**32 - 1),
     named=st.integers(0, 11),
+    min_similarity=st.floats(-1.0, 1.0),
 )
 def test_the_explained_order_is_the_searched_order(
     bodies: list[list[str]],
@@ -46,6 +48,7 @@ def test_the_explained_order_is_the_searched_order(
     embedded: float,
     seed: int,
     named: int,
+    min_similarity: float,
 ) -> None:
     rng = np.random.default_rng(seed)
     cache = VaultCache("v")
@@ -77,11 +80,15 @@ def test_the_explained_order_is_the_searched_order(
         no_rerank=no_rerank,
         space=SPACE if vector_modes else None,
         query_vector=_unit(rng, 1)[0].tobytes() if vector_modes else None,
+        min_similarity=min_similarity if vector_modes else None,
     )
-    searched = cache.search(query)
+    found = cache.query(query)
+    searched = found.hits
     chunk = f"r{named % len(records)}"
     explained = cache.query(msgspec.structs.replace(query, explain=w.Explain(chunk=chunk)))
     assert explained.hits == searched
+    assert explained.weak_matches == found.weak_matches  # issue 30: explain says what the search says
+    assert not found.weak_matches or searched  # no results are never "weak"
     assert explained.explanation is not None
     results = explained.explanation.results
     assert [(c.asset_id, c.chunk_hash, c.byte_start) for c in results] == [

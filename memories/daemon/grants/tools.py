@@ -181,7 +181,12 @@ class Tools:
                 ctx,
             )
             empty = p.ToolRetrieveReport(
-                mode=report.mode, match_mode=report.match_mode, results=[], truncated=True, omitted=0
+                mode=report.mode,
+                match_mode=report.match_mode,
+                results=[],
+                truncated=True,
+                omitted=0,
+                weak_matches=report.weak_matches,
             )
             hits, omitted = fit_hits(report.results, _overhead(empty))
             return msgspec.structs.replace(empty, results=hits, truncated=omitted > 0, omitted=omitted)

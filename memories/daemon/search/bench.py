@@ -82,10 +82,10 @@ class Bench:
             for number, question in enumerate(request.questions):
                 search = p.RagSearch(vault=vault.id, query=question.query, mode=mode, limit=MAX_RESULTS)
                 done = position * len(request.questions) + number
-                _, hits = await self._retrieval.searched(
+                found = await self._retrieval.searched(
                     vault, search, ctx, learned=request.rerank, progress=(done, total, "searches")
                 )
-                ranked = list(dict.fromkeys(hit.asset_id for hit in hits))
+                ranked = list(dict.fromkeys(hit.asset_id for hit in found.hits))
                 gains = dict.fromkeys(relevant[number], 1)
                 ndcg.append(ndcg_at(ranked, gains))
                 recall.append(recall_at(ranked, gains))

@@ -14,6 +14,8 @@ warning.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import msgspec
 
 from memories import protocol as p
@@ -37,6 +39,26 @@ MEMORY_SEARCH_CHUNKS_PER_RECORD = 3
 RERANK_CANDIDATES = 30
 """Chunks sent to the learned reranker (at least the requested limit): the fused ranking's head, where a better
 order matters; a deeper list costs the service more for little change at the top."""
+
+
+WEAK_MATCHES = (
+    "weak matches: no result holds the query's words or is close to it in meaning (none would count as "
+    "evidence for rag ask); the notes may hold nothing about this"
+)
+"""The warning of a search whose results are weak matches (:func:`memories.rag.answers.weak_matches`)."""
+
+
+@dataclass
+class Retrieved:
+    """What one retrieval found: the mode used, the hits in rank order (unlabelled), with ``explain`` each hit's
+    explanation (the learned reranker's score filled in when it ran) and the worker's whole explanation, and
+    whether the hits are weak matches (:class:`memories.protocol.SearchReport`)."""
+
+    mode: p.SearchMode
+    hits: list[w.WorkerHit]
+    chunks: list[p.ExplainedChunk] | None = None
+    explanation: w.Explanation | None = None
+    weak_matches: bool = False
 
 
 class Retrieval:
@@ -85,8 +107,15 @@ class Retrieval:
         check_result_limit(request.limit)
         search_filter(request)  # a malformed filter fails before any work
         vault = await self._store.resolve_unlocked(request.vault)
-        mode, hits = await self.searched(vault, request, ctx)
-        return p.SearchReport(mode=mode, match_mode=request.match_mode, results=_labelled(hits))
+        found = await self.searched(vault, request, ctx)
+        if found.weak_matches:
+            ctx.warn(WEAK_MATCHES)
+        return p.SearchReport(
+            mode=found.mode,
+            match_mode=request.match_mode,
+            results=_labelled(found.hits),
+            weak_matches=found.weak_matches,
+        )
 
     async def explain(self, request: p.RagExplain, ctx: RequestContext) -> p.ExplainReport:
         """``rag explain``: the search ``rag search`` would run, with each result's trace through every stage and
@@ -113,9 +142,10 @@ class Retrieval:
         ctx.attach(job)
 
         async def work(job: VaultJob) -> p.ExplainReport:
-            mode, _, chunks, found = await self._retrieve(
+            retrieved = await self._retrieve(
                 job, vault, ctx, search, learned=request.rerank, explain=w.Explain(chunk=request.chunk)
             )
+            mode, chunks, found = retrieved.mode, retrieved.chunks, retrieved.explanation
             assert chunks is not None and found is not None
             for rank, chunk in enumerate(chunks, start=1):
                 chunk.rank, chunk.label = rank, f"S{rank}"
@@ -132,6 +162,7 @@ class Retrieval:
                 chunk=named,
                 missing_vectors=found.missing_vectors if mode != "bm25" else 0,
                 notes=_explain_notes(mode, request, found.missing_vectors, self._rag.rerank),
+                weak_matches=retrieved.weak_matches,
             )
 
         return await self._jobs.run(job, work)
@@ -144,15 +175,16 @@ class Retrieval:
         *,
         learned: bool = True,
         progress: tuple[int, int, str] | None = None,
-    ) -> tuple[p.SearchMode, list[w.WorkerHit]]:
-        """One search as its own job (its own budget, attached to the client): :meth:`retrieve`'s mode and hits.
-        ``learned=False`` skips the learned reranker; ``progress`` (done, total, unit) is reported as the job's.
+    ) -> Retrieved:
+        """One search as its own job (its own budget, attached to the client): what :meth:`retrieve` finds, and
+        whether it is weak matches. ``learned=False`` skips the learned reranker; ``progress`` (done, total, unit)
+        is reported as the job's.
         """
         job = self._jobs.new_job("search", vault.id, vault.name, epoch_checked=True)
         ctx.attach(job)
         if progress is not None:
             job.progress(*progress)
-        return await self._jobs.run(job, lambda job: self.retrieve(job, vault, ctx, request, learned=learned))
+        return await self._jobs.run(job, lambda job: self._retrieve(job, vault, ctx, request, learned=learned))
 
     async def retrieve(
         self,
@@ -172,8 +204,8 @@ class Retrieval:
             MemoriesError: ``device_only_vault`` (before any request leaves), the search's limits, the embedding
                 backend's and the reranker's failures.
         """
-        mode, hits, _, _ = await self._retrieve(job, vault, ctx, request, evidence=evidence, learned=learned)
-        return mode, hits
+        found = await self._retrieve(job, vault, ctx, request, evidence=evidence, learned=learned)
+        return found.mode, found.hits
 
     async def _retrieve(
         self,
@@ -185,9 +217,10 @@ class Retrieval:
         evidence: bool = False,
         learned: bool = True,
         explain: w.Explain | None = None,
-    ) -> tuple[p.SearchMode, list[w.WorkerHit], list[p.ExplainedChunk] | None, w.Explanation | None]:
-        """:meth:`retrieve`, and with ``explain`` the explanation of each hit (in the hits' order, the learned
-        reranker's score filled in when it ran) and the worker's whole explanation; ``explain`` embeds no chunk."""
+    ) -> Retrieved:
+        """:meth:`retrieve`, with the explanations when ``explain`` asks (it embeds no chunk) and the worker's
+        ``weak_matches``: judged on the hits it returned, so with the learned reranker on the
+        :data:`RERANK_CANDIDATES` handed to it rather than the ``limit`` it keeps."""
         backend = self._backend
         mode = request.mode
         if mode is None:
@@ -206,7 +239,7 @@ class Retrieval:
             # Check the query before the costly steps: a query over the limits, or one that finds nothing.
             checked = await job.call(self._index, w.IndexCheckQuery(query=request.query))
             if checked.terms == 0 and explain is None:
-                return mode, [], None, None
+                return Retrieved(mode, [])
             if checked.terms:
                 space = await backend.space()
                 if explain is None:
@@ -228,42 +261,24 @@ class Retrieval:
             evidence=w.Evidence(backend.min_similarity if mode != "bm25" else None) if evidence else None,
             explain=explain,
             filter=search_filter(request),
+            min_similarity=backend.min_similarity if mode != "bm25" else None,
         )
-        hits, explanation = await self._query(job, vault, query, ctx)
+        reply = await self._query(job, vault, query, ctx)
+        hits, explanation = reply.hits, reply.explanation
         explained = None if explanation is None else dict(zip(map(id, hits), explanation.results, strict=True))
         if rerank is not None and len(hits) > 1:
             await check_current_policy(self._store, vault, rerank.url, "rag.rerank")
-            ranked = await self._learned_rerank(job, rerank, request.query, hits, request.limit)
+            budget = request_budget(job, self._default_budget)
+            ranked = await _learned_rerank(
+                job, self._remote, self._rag, rerank, request.query, hits, request.limit, budget
+            )
             if explained is not None:
                 for hit in ranked[: request.limit]:
                     explained[id(hit)].learned = hit.score
             hits = ranked
         hits = hits[: request.limit]
         chunks = None if explained is None else [explained[id(hit)] for hit in hits]
-        return mode, hits, chunks, explanation
-
-    async def _learned_rerank(
-        self, job: VaultJob, config: RerankConfig, query: str, hits: list[w.WorkerHit], limit: int
-    ) -> list[w.WorkerHit]:
-        """``hits`` in the learned reranker's order: ranked chunks by its score (their ``score`` becomes the
-        service's ``relevance_score``), then the others in fused order with their fused score."""
-        body = w.Rerank(
-            service=config,
-            http=self._rag.http,
-            query=query,
-            documents=[hit.text or hit.title for hit in hits],
-            top_n=min(limit, len(hits)),
-            budget_seconds=request_budget(job, self._default_budget),
-        )
-        self._remote.handed_vault_text()
-        reply = await job.call(self._remote, body)
-        ordered = []
-        for index, score in reply.order:
-            hit = hits[index]
-            if score is not None:
-                hit.score = score
-            ordered.append(hit)
-        return ordered
+        return Retrieved(mode, hits, chunks, explanation, reply.weak_matches)
 
     async def memory_search(self, request: p.MemorySearch, ctx: RequestContext) -> p.MemorySearchReport:
         """``memory search``: lexical (BM25), grouped by record, best record first (R-06, R-11).
@@ -287,7 +302,7 @@ class Retrieval:
                     no_rerank=True,
                     filter=search,
                 )
-                hits, _ = await self._query(job, vault, query, ctx)
+                hits = (await self._query(job, vault, query, ctx)).hits
                 records = _group(hits, request.limit)
                 if len(records) == request.limit or len(hits) < depth or depth >= MAX_CHUNKS:
                     return p.MemorySearchReport(results=records)
@@ -303,9 +318,7 @@ class Retrieval:
         ctx.attach(job)
         return vault, job
 
-    async def _query(
-        self, job: VaultJob, vault: VaultRow, query: w.IndexQuery, ctx: RequestContext
-    ) -> tuple[list[w.WorkerHit], w.Explanation | None]:
+    async def _query(self, job: VaultJob, vault: VaultRow, query: w.IndexQuery, ctx: RequestContext) -> w.IndexHits:
         """Run one query at the job's epoch in the index worker (cache synced first); keep hits of eligible records,
         and their explanations when asked. Damaged records (failed authentication) are left out, with a warning
         naming each."""
@@ -326,7 +339,40 @@ class Retrieval:
         explanation = reply.explanation
         if explanation is not None:
             explanation.results = [chunk for chunk, keep in zip(explanation.results, kept, strict=True) if keep]
-        return [hit for hit, keep in zip(reply.hits, kept, strict=True) if keep], explanation
+        hits = [hit for hit, keep in zip(reply.hits, kept, strict=True) if keep]
+        return w.IndexHits(hits=hits, explanation=explanation, weak_matches=reply.weak_matches and bool(hits))
+
+
+async def _learned_rerank(
+    job: VaultJob,
+    remote: WorkerHandle,
+    rag: RagConfig,
+    config: RerankConfig,
+    query: str,
+    hits: list[w.WorkerHit],
+    limit: int,
+    budget: float,
+) -> list[w.WorkerHit]:
+    """``hits`` in the learned reranker's order (the remote worker, ``budget`` seconds): ranked chunks by its score
+    (their ``score`` becomes the service's ``relevance_score``), then the others in fused order with their fused
+    score. The service ranks the best ``limit`` of them."""
+    body = w.Rerank(
+        service=config,
+        http=rag.http,
+        query=query,
+        documents=[hit.text or hit.title for hit in hits],
+        top_n=min(limit, len(hits)),
+        budget_seconds=budget,
+    )
+    remote.handed_vault_text()
+    reply = await job.call(remote, body)
+    ordered = []
+    for index, score in reply.order:
+        hit = hits[index]
+        if score is not None:
+            hit.score = score
+        ordered.append(hit)
+    return ordered
 
 
 def _explain_notes(mode: p.SearchMode, request: p.RagExplain, missing: int, rerank: RerankConfig | None) -> list[str]:
