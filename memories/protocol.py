@@ -750,6 +750,9 @@ class DaemonStatus(_Result):
     dumpable: bool | None = None
     embedding_batches: int = 0
     """Embedding batches stored since the daemon started (a pull that changed nothing adds none)."""
+    model_loaded: bool | None = None
+    """The local embedding model is loaded in the embedding worker now (as ``rag status`` ``model.loaded``); null
+    with a remote embedding service."""
     watch_count: int = 0
     """Watched folders registered in the home (known while locked too)."""
     watches: list[WatchInfo] = []
@@ -991,6 +994,9 @@ class ModelState(msgspec.Struct, omit_defaults=True):
     path: str
     backend: Literal["local", "gemini", "compatible"] = "local"
     remote: RemoteBackendState | None = None
+    loaded: bool | None = None
+    """The local model is loaded in the embedding worker now (it loads in the background after an unlock, a model
+    install and a restart of the worker; issue 28); null for a remote backend (nothing to load)."""
 
 
 class IndexingState(msgspec.Struct):

@@ -50,6 +50,8 @@ def daemon_status(status: p.DaemonStatus) -> None:
     else:
         click.echo(f"keys      {'locked' if status.locked else 'unlocked'}")
     click.echo(f"jobs      {status.running_jobs} running, {status.queued_jobs} queued")
+    if status.model_loaded is not None:  # null: a remote embedding service, or a daemon of an older release
+        click.echo(f"model     {'loaded' if status.model_loaded else 'not loaded'} in the embedding worker")
     if status.restart_needed:
         click.echo("restart   needed (settings on disk differ from the running ones)")
     if status.watch_count:
@@ -400,6 +402,12 @@ def rag_status(status: p.RagStatusReport) -> None:
             click.echo(
                 f"model      installed at {model.path}, but its files match no pinned SHA-256 hash: a model of your "
                 "own, or damaged files (move them away and run memories rag model-install for the pinned ones)"
+            )
+        if model.installed and model.loaded is not None:
+            click.echo(
+                "loaded     yes, in the embedding worker"
+                if model.loaded
+                else "loaded     not yet (it loads in the background after an unlock, or at the first query)"
             )
     if status.failed:
         click.echo(f"refused    {counted(status.failed, 'chunk')} (too long for the embedding service)")

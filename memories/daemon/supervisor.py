@@ -233,6 +233,7 @@ class Daemon:
         if not self.snapshots.keep and await self.store.forget_snapshots():  # [rag] keep_index = false
             log.info("keep_index is off: deleted the sealed index snapshots")
         self.snapshots.start_soon = self.start_soon
+        self.models.start_soon = self.start_soon  # the preload after a restart of the embedding worker
         await self.watch.look()
         for worker in self.workers.all():
             nursery.start_soon(worker.supervise)
@@ -371,6 +372,7 @@ class Daemon:
             test_hooks=self.hooks is not None,
             dumpable=dumpable(),
             embedding_batches=self.indexing.batches,
+            model_loaded=self.models.loaded if self.models.active else None,
         )
 
     async def _stop(self, request: p.Stop, ctx: RequestContext) -> p.Result:
@@ -399,6 +401,7 @@ class Daemon:
                     "(remove it once all is well: it still holds what you delete from now on)"
                 )
             await self.folders.start_all()  # each watch catches up with what changed while locked
+            self.start_soon(self.models.preload)  # the embedding model, so the first query does not pay the load
             self.start_soon(self.warm_up.catch_up)  # warm recent caches, embed what is missing (auto_index)
         else:
             # Already unlocked: still prove the passphrase, so `unlock` never succeeds with a wrong one.

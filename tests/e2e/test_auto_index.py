@@ -46,7 +46,16 @@ def test_an_ingest_is_embedded_by_itself_and_off_leaves_it_to_rag_index(
     home.ok("daemon", "stop")
     home.config.write_text(home.config.read_text() + "auto_index = 'off'\n")
     home.start()
+    assert (
+        home.ok("rag", "status", "notes")["model"]["loaded"] is False
+        and not home.ok("daemon", "status")["model_loaded"]
+    )
     home.ok("unlock", "--passphrase-stdin", stdin=PASSPHRASE + "\n")
+    # Issue 28, item 3: the unlock loads the model in the background, with no query sent (and auto_index = "off").
+    home.wait_for(
+        lambda: home.ok("rag", "status", "notes")["model"]["loaded"], timeout=60, what="the model loaded at unlock"
+    )
+    assert home.ok("daemon", "status")["model_loaded"] is True
     home.ok("rag", "ingest", "notes", str(_notes(tmp_path / "mosses", "moss")))
     found = home.ok("rag", "search", "notes", "moss")
     assert found["mode"] == "bm25" and any("have no vector yet" in note for note in found["warnings"])

@@ -125,3 +125,36 @@ def test_rag_status_says_when_model_files_match_no_pinned_hash_and_when_counts_a
     text = _text(monkeypatch, verified, "rag", "status", "notes")
     assert "5 distinct inputs to embed (identical chunks share one): 4 embedded, 1 missing" in text
     assert "verified at /m (its files match the pinned SHA-256 hashes)" in text
+
+
+def test_rag_status_and_daemon_status_say_whether_the_model_is_loaded(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 28, item 3: the model loads in the background after an unlock; both statuses say whether it has."""
+    for loaded, line in ((True, "loaded     yes, in the embedding worker"), (False, "loaded     not yet")):
+        document = {**STATUS, "model": {**STATUS["model"], "loaded": loaded}}
+        assert line in _text(monkeypatch, document, "rag", "status", "notes")
+    assert "loaded  " not in _text(monkeypatch, STATUS, "rag", "status", "notes")  # a daemon of an older release
+    from memories.cli import render
+
+    status = p.DaemonStatus(
+        pid=1,
+        uptime=2.0,
+        home="/h",
+        config="/h/config.toml",
+        config_digest="0" * 64,
+        restart_needed=False,
+        initialized=True,
+        locked=False,
+        workers=[],
+        queued_jobs=0,
+        running_jobs=0,
+        dropped_replies=0,
+        dropped_results=0,
+        test_hooks=False,
+    )
+    for loaded, line in ((True, "model     loaded in the embedding worker"), (False, "model     not loaded")):
+        render.daemon_status(msgspec.structs.replace(status, model_loaded=loaded))
+        assert line in capsys.readouterr().out
+    render.daemon_status(status)  # a remote embedding service: no line
+    assert "model " not in capsys.readouterr().out

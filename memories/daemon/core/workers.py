@@ -140,6 +140,12 @@ class WorkerHandle:
         """Vault text was handed to this worker since it last restarted on lock (:meth:`handed_vault_text`)."""
         self.lock_restarts = 0
         """Times lock restarted this worker (a model download it cut resumes, :meth:`Models.install`)."""
+        self.generation = 0
+        """Worker processes of this handle that said hello so far: what one process loaded (the embedding model)
+        is known loaded while the generation is the same (:class:`~memories.daemon.index.models.Models`)."""
+        self.on_ready: Callable[[], None] = lambda: None
+        """Called each time a worker process has said hello and is ready for calls (first start, and every restart
+        after a crash or a lock); it must not block (start a task)."""
         self._spawn = spawn
         self._on_drop = on_drop
         self._ids = itertools.count(1)
@@ -186,6 +192,19 @@ class WorkerHandle:
             backoff = min(backoff * 2, _BACKOFF_MAX)
         self.state = "stopped"
 
+    async def ready(self) -> int:
+        """Wait until a worker process is up; its :attr:`generation` (a :meth:`call` made right after, with no
+        await between, goes to that process).
+
+        Raises:
+            MemoriesError: ``restart_needed`` when the worker was refused.
+        """
+        while self._frames is None:
+            if self.refusal is not None:
+                raise self._refused()
+            await self._up.wait()
+        return self.generation
+
     async def call(self, body: w.WorkerRequest[R], on_progress: ProgressCallback | None = None) -> R:
         """Send one request and wait for its reply, which is checked against ``body``'s declared reply types.
 
@@ -196,11 +215,9 @@ class WorkerHandle:
             MemoriesError: the worker's failure code; ``worker_crashed`` when the process died meanwhile;
                 ``restart_needed`` when the worker was refused; ``protocol_error`` for a reply of another type.
         """
-        while self._frames is None:
-            if self.refusal is not None:
-                raise self._refused()
-            await self._up.wait()
+        await self.ready()
         frames = self._frames
+        assert frames is not None  # ready() returned with a worker up, and nothing awaited since
         request_id = next(self._ids)
         kind = type(body).__name__
         pending = _Pending(kind, on_progress)
@@ -271,8 +288,10 @@ class WorkerHandle:
                     return "was refused"
                 self.dumpable = msgspec.msgpack.decode(hello, type=w.WorkerHello).dumpable
                 self._frames = frames
+                self.generation += 1
                 self.state = "ready"
                 self._up.set()
+                self.on_ready()
             while hello is not None and (frame := await frames.receive()) is not None:
                 message = decoder.decode(frame)
                 if isinstance(message, w.WorkerProgress):

@@ -2,14 +2,21 @@
 
 The folder is ``[rag] local_model_dir`` when set (used as found: it need not match the pinned hashes, but it
 must pass the load checks, and its file digests go into the vector space key), else
-``<home>/models/embeddinggemma`` (installed by ``rag model-install`` from the pinned manifest). The model loads
-in ``workers.embedding`` on first use; every embedding request carries the load request too, so a worker
-restarted since (crash, lock) loads it again by itself. When the
-files on disk change after they were loaded, every reply says a restart is needed (R-24).
+``<home>/models/embeddinggemma`` (installed by ``rag model-install`` from the pinned manifest).
+
+The model loads in ``workers.embedding`` in the background (issue 28, item 3): :meth:`Models.preload` runs as a task
+after an unlock and a model install, and whenever the embedding worker comes back (a lock restarts it, or a crash)
+once the model was loaded before, so the first query's embedding does not pay the load. The unlock's answer never
+waits for it, and it runs in the embedding worker alone (a bm25 search, the index worker, the store are not held);
+a query embedding that comes meanwhile waits for the load it would have needed anyway. Every embedding request
+carries the load request too, so a worker restarted since loads it again by itself. :attr:`Models.loaded` says
+whether the current worker process holds the model (``rag status`` ``model.loaded``, ``daemon status``
+``model_loaded``). When the files on disk change after they were loaded, every reply says a restart is needed (R-24).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +31,10 @@ from memories.daemon.core.context import Handlers, RequestContext
 from memories.daemon.core.jobs import Job, JobManager
 from memories.daemon.core.workers import WorkerHandle
 from memories.errors import MemoriesError
+from memories.logs import log_failure
 from memories.models.manifest import Manifest, pinned_manifest, read_manifest
+
+log = logging.getLogger("memories.models")
 
 Fingerprint = tuple[tuple[str, int, int], ...]
 """``(path, size, mtime_ns)`` of every model file (``-1`` for a missing one)."""
@@ -61,6 +71,15 @@ class Models:
         self._loaded: w.ModelLoaded | None = None
         self._fingerprint: Fingerprint | None = None
         self._unverified = False
+        self._load_lock = trio.Lock()
+        self._loaded_in: int | None = None
+        """The embedding worker's generation known to hold the model (it loaded it, or embedded with it)."""
+        self.active = rag.embedding is None
+        """The local model is the embedding backend (else nothing is preloaded)."""
+        self.start_soon: Callable[..., None] | None = None
+        """Starts a task in the daemon's nursery (set by the daemon when it starts): the preload after an install or
+        a restart of the embedding worker."""
+        embedding.on_ready = self._worker_ready
         self.on_installed: Callable[[], None] = lambda: None
         """Called when ``rag model-install`` has finished well (the daemon then starts the background index of the
         vaults that miss vectors, ``[rag] auto_index``)."""
@@ -103,6 +122,13 @@ class Models:
         status = await trio.to_thread.run_sync(verify_installed, self.manifest, self.path)
         return status.verified
 
+    @property
+    def loaded(self) -> bool:
+        """The current embedding worker process holds the model (loaded by :meth:`preload`, a search or an index
+        job); false while it starts or restarts, and after a restart until it loads the model again."""
+        worker = self._worker
+        return self._loaded_in is not None and self._loaded_in == worker.generation and worker.state == "ready"
+
     async def state(self) -> p.ModelState:
         """For ``rag status``."""
         installed = await self.installed()
@@ -111,7 +137,64 @@ class Models:
             verified=installed and await self._verified(),
             space_key=self._loaded.space_key if self._loaded else None,
             path=str(self.path),
+            loaded=self.loaded,
         )
+
+    async def preload(self) -> None:
+        """Load the model in the embedding worker now unless its current process holds it already (a task: after
+        an unlock, a model install, a restart of the worker). Never raises: a model not installed is no load, and
+        a failure (``model_invalid``, a crash, a lock) is logged; the next query loads it as before."""
+        if not self.active or self.loaded:
+            return
+        try:
+            if not await self.installed():
+                return
+            started = trio.current_time()
+            async with self._load_lock:
+                if self.loaded:
+                    return
+                await self._load()
+            log.info("loaded the embedding model in the background (%.1f s)", trio.current_time() - started)
+        except MemoriesError as exc:
+            log.info("the embedding model was not loaded in the background: %s", exc.code)
+        except Exception as exc:  # the daemon must keep serving
+            log_failure(log, "loading the embedding model in the background failed", exc)
+
+    def _worker_ready(self) -> None:
+        """A new embedding worker process said hello: load the model again when it was loaded before (a lock or
+        a crash restarted the worker), so the next query does not pay the load."""
+        if self.active and self._request is not None and self.start_soon is not None:
+            self.start_soon(self.preload)
+
+    async def _load(self) -> None:
+        """Send the load request (made on first use: the manifest checked, the files' fingerprint taken) and note
+        the worker generation that holds the model.
+
+        Raises:
+            MemoriesError: ``model_invalid``, ``worker_crashed``, ``restart_needed``.
+        """
+        request, fingerprint = self._request, self._fingerprint
+        if request is None:
+            verified = not self.user_supplied and await self._verified()
+            self._unverified = not self.user_supplied and not verified
+            request = w.EmbedLoad(
+                model_dir=str(self.path),
+                threads=self._rag.local_threads,
+                max_tokens=self._rag.max_tokens,
+                batch_size=self._rag.embed_batch_size,
+                manifest=self.manifest if verified else None,
+            )
+            fingerprint = await trio.to_thread.run_sync(self.fingerprint_now)
+        generation = await self._worker.ready()
+        reply = await self._worker.call(request)
+        self._request, self._loaded, self._fingerprint = request, reply, fingerprint
+        self._held_by(generation)
+
+    def _held_by(self, generation: int) -> None:
+        """A call sent to worker ``generation`` was answered with the model loaded: it holds the model, unless the
+        worker restarted since."""
+        if generation == self._worker.generation:
+            self._loaded_in = generation
 
     async def space_key(self) -> str:
         """Load the model in the embedding worker if needed and return its vector space key.
@@ -129,18 +212,10 @@ class Models:
                 {"directory": str(self.path), "missing": missing},
             )
         if self._loaded is None:
-            verified = not self.user_supplied and await self._verified()
-            self._unverified = not self.user_supplied and not verified
-            request = w.EmbedLoad(
-                model_dir=str(self.path),
-                threads=self._rag.local_threads,
-                max_tokens=self._rag.max_tokens,
-                batch_size=self._rag.embed_batch_size,
-                manifest=self.manifest if verified else None,
-            )
-            fingerprint = await trio.to_thread.run_sync(self.fingerprint_now)
-            reply = await self._worker.call(request)
-            self._request, self._loaded, self._fingerprint = request, reply, fingerprint
+            async with self._load_lock:  # one load at a time: a preload in flight is waited for, not repeated
+                if self._loaded is None:
+                    await self._load()
+        assert self._loaded is not None  # set by _load
         return self._loaded.space_key
 
     def _model(self) -> w.EmbedLoad:
@@ -155,18 +230,25 @@ class Models:
 
     async def embed_query(self, job: Job, query: str) -> bytes:
         """float32[768] bytes of the query vector."""
+        generation = self._worker.generation
         reply = await job.call(self._worker, w.EmbedQuery(query=query, model=self._model()), epoch=False)
+        self._held_by(generation)
         return reply.vectors
 
     async def embed_documents(self, job: Job, inputs: list[str]) -> w.Vectors:
         """One batch; the caller checked the budget, and the vectors are content-addressed (no epoch check)."""
         body = w.EmbedBatch(inputs=inputs, model=self._model())
-        return await job.call(self._worker, body, budget=False, epoch=False)
+        generation = self._worker.generation
+        reply = await job.call(self._worker, body, budget=False, epoch=False)
+        self._held_by(generation)
+        return reply
 
     async def token_counts(self, job: Job, inputs: list[str]) -> list[int]:
         """How many tokens the model is fed for each of ``inputs`` (exact model inputs), in order."""
         body = w.EmbedCount(inputs=inputs, model=self._model())
+        generation = self._worker.generation
         reply = await job.call(self._worker, body, budget=False, epoch=False)
+        self._held_by(generation)
         return reply.counts
 
     async def install(self, request: p.RagModelInstall, ctx: RequestContext) -> p.InstallReport:
@@ -200,6 +282,8 @@ class Models:
             return p.InstallReport(path=str(self.path), files=reply.files)
 
         report = await self._jobs.run(job, work)
+        if self.start_soon is not None:
+            self.start_soon(self.preload)  # the model, in the background, before the first query needs it
         self.on_installed()
         return report
 
