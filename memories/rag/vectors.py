@@ -130,7 +130,10 @@ class VectorStore:
             )
         if space is None:
             space = self._spaces[space_key] = _Space(width)
-        space.append(list(new), matrix[list(new.values())])
+        # Every row new and the array read-only (the vectors of a worker message, as kept vectors loaded after an
+        # unlock: hundreds of MiB at 100,000 chunks): kept without a copy. A writable array is the caller's to change.
+        whole = len(new) == len(matrix) and not matrix.flags.writeable
+        space.append(list(new), matrix if whole else matrix[list(new.values())])
         self.changes += 1
         return len(new)
 
@@ -262,7 +265,8 @@ class _Space:
     def compacted(self) -> NDArray[np.float32]:
         """The matrix with added rows appended and dropped rows removed; ``rows`` points into it."""
         if self._pending:
-            self._matrix = np.concatenate([self._matrix, *self._pending], axis=0)
+            parts = [self._matrix, *self._pending] if len(self._matrix) else self._pending
+            self._matrix = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
             self._pending = []
             self._pending_rows = 0
         if self._dropped:

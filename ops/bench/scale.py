@@ -164,6 +164,19 @@ def put_random_vectors(home: Path, vault_name: str, space_key: str, seed: int = 
         records.close()
 
 
+def peak_megabytes(home: BenchHome) -> dict[str, float]:
+    """Each process's peak resident set (``VmHWM`` of ``/proc/PID/status``) in MiB, by name: the daemon's and each
+    worker's since it started (the vectors' load at the first vector search is the usual peak)."""
+    status = home.cli("daemon", "status")
+    pids = {"daemon": status["pid"], **{worker["name"]: worker["pid"] for worker in status["workers"] if worker["pid"]}}
+    peaks = {}
+    for name, pid in pids.items():
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                peaks[name] = round(int(line.split()[1]) / 1024, 1)
+    return peaks
+
+
 def home_bytes(home: Path) -> int:
     """Bytes of every file under ``home`` (the database, its WAL, logs)."""
     return sum(path.stat().st_size for path in home.rglob("*") if path.is_file())
@@ -291,6 +304,7 @@ def _first_searches(home: BenchHome, queries: list[str], figures: dict[str, Any]
         first["restart"][f"{mode}_s"] = round(search_seconds(home, "notes", query, mode)[0], 3)
         if mode == "hybrid":
             figures["pss_after_first_mib"] = round(proportional_megabytes(home.daemon_pids()), 1)
+            figures["peak_rss_after_first_mib"] = peak_megabytes(home)
 
         for other in ("side", "other"):
             search_seconds(home, other, "git", "bm25")

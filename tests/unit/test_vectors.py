@@ -198,3 +198,25 @@ def test_store_matches_a_plain_dictionary(operations: list[tuple[str, list[int]]
                 assert score == pytest.approx(float(model[digest] @ query), abs=1e-5)
         assert len(store) == len(model)
         assert store.missing(SPACE, hashes) == [digest for digest in hashes if digest not in model]
+
+
+def test_vectors_of_a_message_are_kept_without_a_copy_and_a_callers_array_is_copied() -> None:
+    """Kept vectors loaded after an unlock (hundreds of MiB at 100,000 chunks, issue 28 item 4) arrive as read-only
+    bytes of a worker message: the store's matrix is those bytes, not a copy of a copy. A writable array stays the
+    caller's: changing it afterwards changes nothing stored."""
+    rng = np.random.default_rng(3)
+    matrix = rng.standard_normal((4, 8)).astype(np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    message = np.frombuffer(matrix.tobytes(), dtype=np.float32).reshape(4, 8)
+    keys = [input_hash(f"text {n}") for n in range(4)]
+    store = VectorStore()
+    store.add("s", keys, message)
+    stored, _ = store.scanned("s", matrix[0])
+    assert np.shares_memory(stored, message)
+
+    mine = VectorStore()
+    mine.add("s", keys, matrix)
+    before = matrix.copy()
+    matrix[:] = 0
+    assert np.array_equal(mine.rows("s", keys), before)
+    assert mine.search("s", before[2], keys)[0][0] == keys[2]
