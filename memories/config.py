@@ -44,6 +44,14 @@ import msgspec
 from memories.errors import MemoriesError
 from memories.files import read_regular_file
 from memories.http.urls import endpoint_problem, is_loopback_host, proxy_problem
+from memories.limits import (
+    DEFAULT_MAX_CHUNKS,
+    MAX_MAX_CHUNKS,
+    MIN_MAX_CHUNKS,
+    IndexLimits,
+    text_bytes_for,
+    vector_bytes_for,
+)
 from memories.providers.operations import operation_problem
 
 SECRET_KEY_NAMES = frozenset({"api_key", "key", "password", "secret", "token"})
@@ -163,6 +171,10 @@ class RerankConfig(EndpointConfig):
     protocol: Literal["compatible"]
 
 
+_MIN_LIMIT_BYTES = 1024 * 1024
+_MAX_LIMIT_BYTES = 1024**4
+"""``[rag] max_text_bytes`` and ``max_vector_bytes``: 1 MiB to 1 TiB when set."""
+
 DEFAULT_LOCAL_THREADS = 4
 """ONNX Runtime intra-op threads when ``[rag] local_threads`` is not set (R-24); never more than the cores."""
 
@@ -183,6 +195,12 @@ class RagConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     (:meth:`memories.daemon.index.indexing.Indexing.start_reindex`): ``local`` with the in-process model only,
     ``always`` also with a remote ``[rag.embedding]`` (which may cost money: never the default), ``off`` nothing
     (the recent vaults' caches are still warmed at unlock: it governs embedding only).
+
+    ``max_chunks`` (1,000 to 10,000,000; default 100,000), ``max_text_bytes`` and ``max_vector_bytes`` (bytes,
+    1 MiB to 1 TiB) are the per-vault limits of a cached vault (R-21's 10,000 chunks, 16 MiB and 32 MiB made
+    settings, issue 28): unset, each byte limit follows ``max_chunks`` by R-21's ratios (16 MiB and 32 MiB per
+    10,000 chunks), so ``max_chunks = 10000`` alone restores R-21 exactly (:meth:`index_limits`). A vault over them
+    keeps every record but cannot be searched (``vault_too_large``, naming the setting to raise).
     """
 
     local_model_dir: str | None = None
@@ -193,11 +211,23 @@ class RagConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     keep_vectors: bool = True
     keep_index: bool = True
     auto_index: Literal["local", "always", "off"] = "local"
+    max_chunks: Annotated[int, msgspec.Meta(ge=MIN_MAX_CHUNKS, le=MAX_MAX_CHUNKS)] = DEFAULT_MAX_CHUNKS
+    max_text_bytes: Annotated[int, msgspec.Meta(ge=_MIN_LIMIT_BYTES, le=_MAX_LIMIT_BYTES)] | None = None
+    max_vector_bytes: Annotated[int, msgspec.Meta(ge=_MIN_LIMIT_BYTES, le=_MAX_LIMIT_BYTES)] | None = None
     model_download_base_url: str | None = None
     http: HttpConfig = msgspec.field(default_factory=HttpConfig)
     embedding: EmbeddingConfig | None = None
     generation: GenerationConfig | None = None
     rerank: RerankConfig | None = None
+
+    def index_limits(self) -> IndexLimits:
+        """The per-vault limits (``max_chunks``; ``max_text_bytes`` and ``max_vector_bytes`` derived from it by
+        R-21's ratios unless set: :func:`memories.limits.text_bytes_for`, :func:`~memories.limits.vector_bytes_for`)."""
+        return IndexLimits(
+            chunks=self.max_chunks,
+            text_bytes=text_bytes_for(self.max_chunks) if self.max_text_bytes is None else self.max_text_bytes,
+            vector_bytes=vector_bytes_for(self.max_chunks) if self.max_vector_bytes is None else self.max_vector_bytes,
+        )
 
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -1,8 +1,14 @@
 """Size limits shared by the CLI (to fail early, before sending) and the daemon (which enforces them).
 
-The body limit keeps a record far below the 16 MiB per-vault index budget of R-21 while allowing the largest
-notes people keep as text (the biggest note of the sample corpus is 118 KB).
+The body limit keeps a record far below the per-vault index budget (R-21: 16 MiB of text; ``[rag] max_text_bytes``)
+while allowing the largest notes people keep as text (the biggest note of the sample corpus is 118 KB).
 """
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
 
 from memories.errors import MemoriesError
 
@@ -32,14 +38,77 @@ else rests on it (Argon2id slows guessing; it cannot make a short passphrase str
 MAX_CACHED_VAULTS = 2
 """R-21: vaults whose index the index worker keeps at once (least recently used evicted)."""
 
-MAX_CHUNKS = 10_000
-"""R-21: most chunks in one cached vault."""
+R21_MAX_CHUNKS = 10_000
+"""R-21 as written: most chunks in one cached vault (``[rag] max_chunks = 10000`` restores it exactly)."""
 
-MAX_TEXT_BYTES = 16 * 1024 * 1024
-"""R-21: most UTF-8 bytes of body, title and metadata (source path, tags) in one cached vault."""
+R21_MAX_TEXT_BYTES = 16 * 1024 * 1024
+"""R-21 as written: most UTF-8 bytes of body, title and metadata (source path, tags) in one cached vault."""
 
-MAX_VECTOR_BYTES = 32 * 1024 * 1024
-"""R-21: most bytes of vectors (float32) in one cached vault."""
+R21_MAX_VECTOR_BYTES = 32 * 1024 * 1024
+"""R-21 as written: most bytes of vectors (float32) in one cached vault."""
+
+DEFAULT_MAX_CHUNKS = 100_000
+"""``[rag] max_chunks`` when it is not set (issue 28: a deliberate departure from R-21's 10,000)."""
+
+MIN_MAX_CHUNKS = 1_000
+"""The smallest ``[rag] max_chunks`` accepted."""
+
+MAX_MAX_CHUNKS = 10_000_000
+"""The largest ``[rag] max_chunks`` accepted (exact vector search and a whole-vault cache stop making sense well
+before: docs/guide/large-vaults.md)."""
+
+
+def text_bytes_for(max_chunks: int) -> int:
+    """The ``[rag] max_text_bytes`` that goes with ``max_chunks`` when it is not set: R-21's ratio, 16 MiB per
+    10,000 chunks (1,677.7 bytes a chunk; 160 MiB at the default 100,000)."""
+    return R21_MAX_TEXT_BYTES * max_chunks // R21_MAX_CHUNKS
+
+
+def vector_bytes_for(max_chunks: int) -> int:
+    """The ``[rag] max_vector_bytes`` that goes with ``max_chunks`` when it is not set: R-21's ratio, 32 MiB per
+    10,000 chunks (3,355 bytes a chunk: one 768-dimension float32 vector and some room; 320 MiB at 100,000)."""
+    return R21_MAX_VECTOR_BYTES * max_chunks // R21_MAX_CHUNKS
+
+
+LimitName = Literal["chunks", "text_bytes", "vector_bytes"]
+
+SETTINGS: dict[str, str] = {
+    "chunks": "rag.max_chunks",
+    "text_bytes": "rag.max_text_bytes",
+    "vector_bytes": "rag.max_vector_bytes",
+}
+"""The ``config.toml`` key that raises each per-vault limit."""
+
+
+class IndexLimits(msgspec.Struct, frozen=True, kw_only=True):
+    """The per-vault limits of a cached vault, from ``[rag]`` (:meth:`memories.config.RagConfig.index_limits`):
+    ``chunks``, ``text_bytes`` (UTF-8 bytes of body, title, source path and tags) and ``vector_bytes`` (float32
+    vectors over every vector space). The defaults are ``[rag]``'s; ``IndexLimits.r21()`` is R-21 as written."""
+
+    chunks: int = DEFAULT_MAX_CHUNKS
+    text_bytes: int = text_bytes_for(DEFAULT_MAX_CHUNKS)
+    vector_bytes: int = vector_bytes_for(DEFAULT_MAX_CHUNKS)
+
+    @classmethod
+    def r21(cls) -> IndexLimits:
+        """R-21's limits: 10,000 chunks, 16 MiB of text, 32 MiB of vectors."""
+        return cls(chunks=R21_MAX_CHUNKS, text_bytes=R21_MAX_TEXT_BYTES, vector_bytes=R21_MAX_VECTOR_BYTES)
+
+    def over(self, figures: VaultFigures) -> Literal["chunks", "text_bytes"] | None:
+        """The limit ``figures`` are over (chunks first), or ``None`` when they are within both."""
+        if figures.chunks > self.chunks:
+            return "chunks"
+        if figures.text_bytes > self.text_bytes:
+            return "text_bytes"
+        return None
+
+
+class VaultFigures(msgspec.Struct, frozen=True, array_like=True):
+    """What a vault's records add up to for the index: ``chunks`` and ``text_bytes`` (as :class:`IndexLimits`
+    counts them)."""
+
+    chunks: int
+    text_bytes: int
 
 
 def body_too_large(what: str, size: int | None = None) -> MemoriesError:

@@ -852,7 +852,8 @@ class RecordListing(_Result):
 
 class ErrorInfo(msgspec.Struct, omit_defaults=True):
     """A stable error code (listed in :mod:`memories.errors`) and a message for people; ``details`` only where a
-    script needs the facts (``vault_too_large``: ``limit``, ``max``, ``value``, ``over``)."""
+    script needs the facts (``vault_too_large``: ``limit``, ``max``, ``value``, ``over``, ``chunks``, ``text_bytes``,
+    ``setting``)."""
 
     code: str
     message: str
@@ -1039,6 +1040,9 @@ class RagStatusReport(_Result):
     """Folders watched into this vault (known while locked too)."""
     watches: list[WatchInfo] = []
     """Each of them (empty while locked)."""
+    over_limit: ErrorInfo | None = None
+    """The vault's ``vault_too_large`` when it was last found over its limits: what its records add up to
+    (``details``: ``chunks``, ``text_bytes``), the limit and the ``setting`` to raise (``rag.max_chunks`` …)."""
 
 
 class EmbedFailure(msgspec.Struct):

@@ -25,6 +25,7 @@ import msgspec
 
 from memories import __version__
 from memories.config import EmbeddingConfig, GenerationConfig, HttpConfig, RerankConfig
+from memories.limits import IndexLimits, VaultFigures
 from memories.models.manifest import Manifest
 from memories.protocol import (
     TAG_FIELD,
@@ -36,7 +37,7 @@ from memories.protocol import (
     SearchMode,
 )
 
-WORKER_PROTOCOL_VERSION = 9
+WORKER_PROTOCOL_VERSION = 10
 """Bumped with every change of a message below. A worker reporting another version (or another package
 version, :data:`INSTALL`) is refused."""
 
@@ -360,8 +361,15 @@ class IndexRestored(_Message):
     problem: str | None = None
 
 
+class IndexMeasured(_Message):
+    """:class:`IndexMeasure` done: what the records sent add up to (chunks, text bytes)."""
+
+    figures: VaultFigures
+
+
 WorkerReplyBody = (
     IndexStale
+    | IndexMeasured
     | IndexSnapshot
     | IndexRestored
     | IndexSynced
@@ -419,6 +427,18 @@ class IndexSync(WorkerRequest[IndexSynced | IndexStale]):
     expected: dict[str, int] = {}
     """With ``final``: every eligible record id -> revision. The worker drops any other record, and answers
     :class:`IndexStale` instead of stamping the epoch if the cache does not hold exactly these revisions."""
+    limits: IndexLimits = msgspec.field(default_factory=IndexLimits)
+    """The per-vault limits (``[rag] max_chunks`` …) a ``fresh`` cache is made with; a batch that would take the
+    cache over them fails with ``vault_too_large`` (``details``: ``limit``, ``max``, ``value``, ``chunks``,
+    ``text_bytes``: the figures with that batch) and the cache is dropped."""
+
+
+class IndexMeasure(WorkerRequest[IndexMeasured]):
+    """Count the chunks and text bytes of records without analysing or caching anything: the rest of a vault over
+    its limits, so that its refusal gives the figures the vault has (:mod:`memories.daemon.index.over_limit`)."""
+
+    vault: str
+    upserts: list[IndexRecord]
 
 
 class SearchFilter(msgspec.Struct, frozen=True, kw_only=True):
@@ -561,6 +581,9 @@ class IndexRestore(WorkerRequest[IndexRestored | IndexStale]):
 
     vault: str
     data: bytes
+    limits: IndexLimits = msgspec.field(default_factory=IndexLimits)
+    """As :attr:`IndexSync.limits`: a snapshot over them fails with ``vault_too_large`` (its figures in the
+    details), as a build does."""
 
 
 class IndexDrop(WorkerRequest[IndexSynced]):
@@ -678,6 +701,7 @@ WorkerRequestBody = (
     | IndexDrop
     | IndexTakeSnapshot
     | IndexRestore
+    | IndexMeasure
     | EmbedLoad
     | EmbedBatch
     | EmbedCount

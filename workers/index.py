@@ -17,8 +17,8 @@ import msgspec
 
 from memories import worker_protocol as w
 from memories.errors import MemoriesError
-from memories.limits import MAX_CACHED_VAULTS
-from memories.rag import kept, snapshots
+from memories.limits import MAX_CACHED_VAULTS, IndexLimits
+from memories.rag import kept, snapshots, vault_index
 from memories.rag.analysis import analyze_query, analyze_text
 from memories.rag.notes import parse_notes
 from memories.rag.pipeline import VaultCache
@@ -27,10 +27,12 @@ from workers.loop import Context, Handler, run_worker
 _caches: OrderedDict[str, VaultCache] = OrderedDict()
 
 
-def _touch(vault_id: str, *, create: bool, made: VaultCache | None = None) -> VaultCache | None:
+def _touch(
+    vault_id: str, *, create: bool, made: VaultCache | None = None, limits: IndexLimits | None = None
+) -> VaultCache | None:
     cache = _caches.get(vault_id)
     if cache is None and create:
-        cache = _caches[vault_id] = made or VaultCache(vault_id)
+        cache = _caches[vault_id] = made or VaultCache(vault_id, limits)
         while len(_caches) > MAX_CACHED_VAULTS:
             _caches.popitem(last=False)
     if cache is not None:
@@ -48,16 +50,17 @@ def sync(request: w.IndexSync, ctx: Context) -> w.IndexSynced | w.IndexStale:
     """Apply one sync batch. A ``fresh`` batch starts a cache, unless one appeared meanwhile (another job built
     it): then, as for a delta whose cache was evicted, the answer is :class:`IndexStale` and the supervisor computes
     the delta again. The ``final`` batch drops records not ``expected`` and stamps the epoch only if the cache
-    then holds exactly the expected revisions."""
+    then holds exactly the expected revisions. A batch over the limits (``request.limits``, kept by a fresh cache)
+    fails with ``vault_too_large`` and drops the cache."""
     cache = _caches.get(request.vault)
     if (cache is None) != request.fresh:
         return w.IndexStale(have=cache.index.have() if cache is not None else None)
-    cache = _touch(request.vault, create=True)
+    cache = _touch(request.vault, create=True, limits=request.limits)
     assert cache is not None
     try:
         cache.apply(request.upserts, request.deletes)
     except MemoriesError:
-        # Over an R-21 limit the vault cannot be searched: do not let it hold a cache slot another vault could use.
+        # Over its limits the vault cannot be searched: do not let it hold a cache slot another vault could use.
         _caches.pop(request.vault, None)
         raise
     if request.final:
@@ -74,6 +77,11 @@ def sync(request: w.IndexSync, ctx: Context) -> w.IndexSynced | w.IndexStale:
 def check_query(request: w.IndexCheckQuery, ctx: Context) -> w.QueryChecked:
     """Raises ``query_too_long`` or ``too_many_terms``; otherwise the number of distinct terms."""
     return w.QueryChecked(terms=len(analyze_query(request.query).terms))
+
+
+def measure(request: w.IndexMeasure, ctx: Context) -> w.IndexMeasured:
+    """Chunks and text bytes of the records sent (chunked, not analysed; no cache is touched)."""
+    return w.IndexMeasured(figures=vault_index.measure(request.upserts))
 
 
 def parse(request: w.ParseNotes, ctx: Context) -> w.NotesParsed:
@@ -172,11 +180,12 @@ def take_snapshot(request: w.IndexTakeSnapshot, ctx: Context) -> w.IndexSnapshot
 
 
 def restore(request: w.IndexRestore, ctx: Context) -> w.IndexRestored | w.IndexStale:
-    """Start the vault's cache from a snapshot (nothing is analyzed), unless it has one already."""
+    """Start the vault's cache from a snapshot (nothing is analyzed), unless it has one already; a snapshot over
+    ``request.limits`` fails with ``vault_too_large``, as a sync would."""
     cache = _caches.get(request.vault)
     if cache is not None:
         return w.IndexStale(have=cache.index.have())
-    restored = snapshots.restore(request.vault, request.data)
+    restored = snapshots.restore(request.vault, request.data, request.limits)
     if isinstance(restored, str):
         return w.IndexRestored(have=None, problem=restored)
     _touch(request.vault, create=True, made=restored)
@@ -210,6 +219,7 @@ HANDLERS: dict[type, Handler] = {
     w.IndexDrop: drop,
     w.IndexTakeSnapshot: take_snapshot,
     w.IndexRestore: restore,
+    w.IndexMeasure: measure,
 }
 """Each request type the worker answers and its handler."""
 

@@ -413,6 +413,13 @@ def rag_status(status: p.RagStatusReport) -> None:
         click.echo(f"refused    {counted(status.failed, 'chunk')} (too long for the embedding service)")
     limits = ", ".join(f"{k} {v:,}" for k, v in status.limits.items())
     click.echo(f"limits     {limits}")
+    over = status.over_limit
+    if over is not None and over.details:
+        facts = over.details
+        click.echo(
+            f"over       {facts['chunks']:,} chunks, {facts['text_bytes']:,} bytes of text: over {facts['limit']} "
+            f"{facts['max']:,}; searches fail until records are removed or {facts['setting']} is raised"
+        )
     if status.watch_count:
         watches(status.watches, status.watch_count, status.locked)
 

@@ -155,7 +155,7 @@ class Daemon:
         store, jobs, index, backend = self.store, self.jobs, self.workers.index, self.embedding
         self.kept = KeptVectors(store, index, rag.keep_vectors)
         self.snapshots = IndexSnapshots(store, index, self.epochs, rag.keep_index)
-        self.index_feed = IndexFeed(store, index, self.kept, self.snapshots)
+        self.index_feed = IndexFeed(store, index, self.kept, self.snapshots, rag.index_limits())
         cut_after = hooks.cut_after_batches if hooks else None
         start_soon = self.start_soon
         self.indexing = Indexing(store, jobs, self.index_feed, backend, index, self.kept, rag, cut_after, start_soon)

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from memories import worker_protocol as w
+from memories.limits import IndexLimits
 from memories.models.embedding import estimated_tokens
 from memories.protocol import EmbedFailure
 from memories.rag.vault_index import ChunkRow, VaultIndex
@@ -27,11 +28,12 @@ from memories.rag.vectors import VectorStore, input_hash
 
 class ChunkVectors:
     """The vectors of one vault's chunks: the :class:`VectorStore` (``store``), each row's input key per recipe, the
-    spaces requests named, the inputs a service refused, and the spaces whose kept vectors were ``loaded``."""
+    spaces requests named, the inputs a service refused, and the spaces whose kept vectors were ``loaded``;
+    ``max_vector_bytes`` bounds the store (``[rag] max_vector_bytes``)."""
 
-    def __init__(self, index: VaultIndex) -> None:
+    def __init__(self, index: VaultIndex, *, max_vector_bytes: int = IndexLimits().vector_bytes) -> None:
         self.index = index
-        self.store = VectorStore()
+        self.store = VectorStore(max_bytes=max_vector_bytes)
         self._input_keys: dict[w.InputRecipe, dict[int, str]] = {}
         self._spaces: dict[str, w.InputRecipe] = {}
         self._failed: dict[str, dict[str, str]] = {}

@@ -32,6 +32,7 @@ import time
 import numpy as np
 
 from memories import worker_protocol as w
+from memories.limits import IndexLimits
 from memories.rag.analysis import AnalyzedQuery, analyze_query, highlight_spans, text_language, written_forms
 from memories.rag.answers import QuestionTerms, is_evidence, weak_matches
 from memories.rag.chunk_vectors import ChunkVectors
@@ -45,12 +46,14 @@ CANDIDATES = 100
 
 
 class VaultCache:
-    """Everything ``workers.index`` keeps for one vault: the lexical index, the vectors and the epoch it is at."""
+    """Everything ``workers.index`` keeps for one vault: the lexical index, the vectors and the epoch it is at,
+    within ``limits`` (``[rag] max_chunks`` …; default: ``[rag]``'s defaults)."""
 
-    def __init__(self, vault_id: str) -> None:
+    def __init__(self, vault_id: str, limits: IndexLimits | None = None) -> None:
+        limits = limits or IndexLimits()
         self.vault_id = vault_id
-        self.index = VaultIndex(vault_id)
-        self.vectors = ChunkVectors(self.index)
+        self.index = VaultIndex(vault_id, max_chunks=limits.chunks, max_text_bytes=limits.text_bytes)
+        self.vectors = ChunkVectors(self.index, max_vector_bytes=limits.vector_bytes)
         self.epoch: int | None = None
         self.last_build: float | None = None
         self._candidates: dict[int, Candidate[int]] = {}

@@ -22,7 +22,7 @@ from importlib import metadata
 import msgspec
 
 from memories import __version__
-from memories.errors import MemoriesError
+from memories.limits import IndexLimits
 from memories.rag.pipeline import VaultCache
 from memories.rag.vault_index import IndexSnapshotState
 
@@ -56,10 +56,15 @@ def take(cache: VaultCache) -> bytes:
     return msgspec.msgpack.encode(_Snapshot(analysis_version(), cache.last_build, cache.index.snapshot_state()))
 
 
-def restore(vault_id: str, data: bytes) -> VaultCache | str:
-    """A new cache of ``vault_id`` from :func:`take`'s bytes, not at any epoch yet (the supervisor compares its
-    records with the store and stamps it through the final :class:`~memories.worker_protocol.IndexSync`); or why
-    it cannot be used (one line: another analysis version, undecodable bytes, over a limit)."""
+def restore(vault_id: str, data: bytes, limits: IndexLimits | None = None) -> VaultCache | str:
+    """A new cache of ``vault_id`` within ``limits`` from :func:`take`'s bytes, not at any epoch yet (the supervisor
+    compares its records with the store and stamps it through the final :class:`~memories.worker_protocol.IndexSync`);
+    or why it cannot be used (one line: another analysis version, undecodable bytes).
+
+    Raises:
+        MemoriesError: ``vault_too_large`` when the snapshot is over ``limits`` (lowered since it was taken), with
+            the figures it holds, as a build from the records would (:meth:`VaultIndex.apply`).
+    """
     try:
         header = msgspec.msgpack.decode(data, type=tuple[str, float | None, msgspec.Raw])  # the rest unread
     except (msgspec.DecodeError, msgspec.ValidationError):
@@ -68,11 +73,9 @@ def restore(vault_id: str, data: bytes) -> VaultCache | str:
         return f"the snapshot is of another analysis version ({header[0]!r}, now {analysis_version()!r})"
     try:
         snapshot = msgspec.msgpack.decode(data, type=_Snapshot)
-        cache = VaultCache(vault_id)
+        cache = VaultCache(vault_id, limits)
         cache.index.restore_state(snapshot.index)
     except (msgspec.DecodeError, msgspec.ValidationError, sqlite3.DatabaseError):
         return "the snapshot does not decode"
-    except MemoriesError as exc:
-        return f"the snapshot is over a limit ({exc.code})"
     cache.last_build = snapshot.last_build
     return cache

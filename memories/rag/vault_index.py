@@ -22,7 +22,7 @@ from typing import Literal
 import msgspec
 
 from memories.errors import MemoriesError
-from memories.limits import MAX_CHUNKS, MAX_TEXT_BYTES
+from memories.limits import IndexLimits, VaultFigures
 from memories.protocol import MatchMode
 from memories.rag.analysis import AnalyzedQuery, AnalyzedText, analyze_text
 from memories.rag.chunking import Chunk
@@ -64,7 +64,7 @@ class Hit(msgspec.Struct, frozen=True):
 
 
 class IndexStats(msgspec.Struct, frozen=True):
-    """Size of a cache: ``records``, ``chunks``, and ``text_bytes`` as counted against :data:`MAX_TEXT_BYTES`."""
+    """Size of a cache: ``records``, ``chunks``, and ``text_bytes`` as counted against ``[rag] max_text_bytes``."""
 
     records: int
     chunks: int
@@ -99,14 +99,20 @@ class VaultIndex:
 
     Args:
         vault_id: named in errors.
-        max_chunks: chunk limit (R-21: :data:`MAX_CHUNKS`).
-        max_text_bytes: limit on UTF-8 bytes of body + title + source + tags over all records (R-21:
-            :data:`MAX_TEXT_BYTES`).
+        max_chunks: chunk limit (``[rag] max_chunks``; R-21: 10,000).
+        max_text_bytes: limit on UTF-8 bytes of body + title + source + tags over all records (``[rag]
+            max_text_bytes``; R-21: 16 MiB).
 
     One caller at a time: the index worker serializes work on a vault.
     """
 
-    def __init__(self, vault_id: str, *, max_chunks: int = MAX_CHUNKS, max_text_bytes: int = MAX_TEXT_BYTES) -> None:
+    def __init__(
+        self,
+        vault_id: str,
+        *,
+        max_chunks: int = IndexLimits().chunks,
+        max_text_bytes: int = IndexLimits().text_bytes,
+    ) -> None:
         self.vault_id = vault_id
         self._max_chunks = max_chunks
         self._max_text_bytes = max_text_bytes
@@ -130,11 +136,10 @@ class VaultIndex:
 
         Raises:
             MemoriesError: ``vault_too_large`` when ``state`` is over this index's limits (lowered since it was
-                taken); the index is then unchanged.
+                taken), as :meth:`apply`; the index is then unchanged.
             sqlite3.DatabaseError: ``state.lexical`` holds no database of this schema.
         """
-        self._check_limit("text_bytes", state.text_bytes, self._max_text_bytes)
-        self._check_limit("chunks", len(state.rows), self._max_chunks)
+        self._check_limits(VaultFigures(len(state.rows), state.text_bytes))
         lexical = LexicalIndex.restored(state.lexical)
         self._records = dict(state.records)
         self._rows = {row.rowid: row for row in state.rows}
@@ -155,9 +160,10 @@ class VaultIndex:
         Deleting an id the cache does not hold is not an error.
 
         Raises:
-            MemoriesError: ``vault_too_large`` when the result would exceed ``max_text_bytes`` or ``max_chunks``,
-                with ``details`` ``{"vault", "limit": "text_bytes" | "chunks", "max", "value"}``; the cache is
-                then exactly as it was before the call.
+            MemoriesError: ``vault_too_large`` when the result would exceed ``max_chunks`` or ``max_text_bytes``,
+                with ``details`` ``{"vault", "limit": "chunks" | "text_bytes", "max", "value", "chunks",
+                "text_bytes"}`` (the last two: what the cache would hold); the cache is then exactly as it was
+                before the call.
         """
         incoming = {record.id: record for record in upserts}
         leaving = [record_id for record_id in dict.fromkeys([*deletes, *incoming]) if record_id in self._records]
@@ -166,14 +172,13 @@ class VaultIndex:
             - sum(self._records[record_id].text_bytes for record_id in leaving)
             + sum(map(_text_bytes, incoming.values()))
         )
-        self._check_limit("text_bytes", text_bytes, self._max_text_bytes)
-        chunks = {record_id: note_chunks(record.body) or [_TITLE_ONLY_CHUNK] for record_id, record in incoming.items()}
+        chunks = {record_id: record_chunks(record) for record_id, record in incoming.items()}
         chunk_count = (
             len(self._rows)
             - sum(len(self._records[record_id].rowids) for record_id in leaving)
             + sum(map(len, chunks.values()))
         )
-        self._check_limit("chunks", chunk_count, self._max_chunks)
+        self._check_limits(VaultFigures(chunk_count, text_bytes))
 
         rows: list[ChunkRow] = []  # every row of the incoming records
         entries: list[LexicalEntry] = []  # the new rows, for FTS5
@@ -342,18 +347,45 @@ class VaultIndex:
             unchanged.setdefault(row.chunk.chunk_hash, []).append(row)
         return unchanged
 
-    def _check_limit(self, limit: Literal["text_bytes", "chunks"], value: int, maximum: int) -> None:
-        if value > maximum:
-            what = "chunks" if limit == "chunks" else "bytes of text and metadata"
-            raise MemoriesError(
-                "vault_too_large",
-                f"vault {self.vault_id} would hold {value:,} {what}; a cached vault holds at most {maximum:,}",
-                {"vault": self.vault_id, "limit": limit, "max": maximum, "value": value},
-            )
+    def _check_limits(self, figures: VaultFigures) -> None:
+        limits = IndexLimits(chunks=self._max_chunks, text_bytes=self._max_text_bytes)
+        limit = limits.over(figures)
+        if limit is None:
+            return
+        chunks = limit == "chunks"
+        value, maximum = (figures.chunks, limits.chunks) if chunks else (figures.text_bytes, limits.text_bytes)
+        what = "chunks" if limit == "chunks" else "bytes of text and metadata"
+        raise MemoriesError(
+            "vault_too_large",
+            f"vault {self.vault_id} would hold {value:,} {what}; a cached vault holds at most {maximum:,}",
+            {
+                "vault": self.vault_id,
+                "limit": limit,
+                "max": maximum,
+                "value": value,
+                "chunks": figures.chunks,
+                "text_bytes": figures.text_bytes,
+            },
+        )
+
+
+def record_chunks(record: IndexRecord) -> list[Chunk]:
+    """The chunks a record is indexed as: its body's (:func:`memories.rag.notes.note_chunks`), or one title-only
+    chunk for an empty body."""
+    return note_chunks(record.body) or [_TITLE_ONLY_CHUNK]
+
+
+def measure(records: Iterable[IndexRecord]) -> VaultFigures:
+    """What ``records`` add up to against the limits (chunks, text bytes), analysing nothing (chunking only)."""
+    chunks = text_bytes = 0
+    for record in records:
+        chunks += len(record_chunks(record))
+        text_bytes += _text_bytes(record)
+    return VaultFigures(chunks, text_bytes)
 
 
 def _text_bytes(record: IndexRecord) -> int:
-    """UTF-8 bytes a record counts against :data:`MAX_TEXT_BYTES`: body, title, source path and tags."""
+    """UTF-8 bytes a record counts against ``[rag] max_text_bytes``: body, title, source path and tags."""
     texts = (record.body, record.title, record.source or "", *record.tags)
     return sum(len(text.encode()) for text in texts)
 

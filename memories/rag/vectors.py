@@ -31,7 +31,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from memories.errors import MemoriesError
-from memories.limits import MAX_VECTOR_BYTES
+from memories.limits import IndexLimits
 
 NORM_TOLERANCE = 1e-3
 """How far from 1 a stored vector's L2 norm may be; backends normalize to about 1e-6, remote ones less tightly."""
@@ -53,15 +53,15 @@ class VectorStore:
     """Unit vectors of one vault, keyed by ``(space_key, input_hash)``, each space with its own width.
 
     A space's width is fixed by the first vectors added to it (768 for EmbeddingGemma; a remote backend's
-    ``dimensions`` or first reply). :data:`MAX_VECTOR_BYTES` bounds the vault's vectors across all spaces: 10,000
-    chunks fit up to 838 dimensions (32 MiB / (10,000 × 4 bytes)), so a wider configuration makes a large vault
-    ``vault_too_large``.
+    ``dimensions`` or first reply). ``max_bytes`` (``[rag] max_vector_bytes``) bounds the vault's vectors across all
+    spaces: by default (R-21's ratio, 32 MiB per 10,000 chunks) ``max_chunks`` chunks fit up to 838 dimensions
+    (32 MiB / (10,000 × 4 bytes)), so a wider configuration makes a large vault ``vault_too_large``.
 
     Args:
-        max_bytes: limit on :attr:`nbytes` (R-21, 32 MiB).
+        max_bytes: limit on :attr:`nbytes` (default ``[rag]``'s: 320 MiB; R-21: 32 MiB).
     """
 
-    def __init__(self, *, max_bytes: int = MAX_VECTOR_BYTES) -> None:
+    def __init__(self, *, max_bytes: int = IndexLimits().vector_bytes) -> None:
         self.max_bytes = max_bytes
         self.changes = 0
         """Counts the adds, drops and clears, so that what is derived from the stored rows
@@ -125,8 +125,9 @@ class VectorStore:
             raise MemoriesError(
                 "vault_too_large",
                 f"the vault's vectors would take {total:,} bytes, over the limit of {self.max_bytes:,} bytes "
-                f"({self.max_bytes / 2**20:g} MiB) per vault ({width} dimensions each)",
-                {"limit": "vector_bytes", "max": self.max_bytes, "value": total},
+                f"({self.max_bytes / 2**20:g} MiB) per vault ({width} dimensions each; [rag] max_vector_bytes "
+                "raises it)",
+                {"limit": "vector_bytes", "max": self.max_bytes, "value": total, "setting": "rag.max_vector_bytes"},
             )
         if space is None:
             space = self._spaces[space_key] = _Space(width)

@@ -14,10 +14,13 @@ A row is ``(vault id, snapshot id, sealed)``: nothing else is in the clear but t
 copied to another vault's row (or a row of another home) fails authentication: the key and the vault id differ.
 
 Inside: the chosen head revision id of every record the snapshot holds (what the catalog said when it was written)
-and the index worker's bytes (:mod:`memories.rag.snapshots`, opaque here: the worker checks its own analysis
-version). *Freshness is checked, not assumed*: a snapshot is used only when its records are exactly the vault's
-eligible records at exactly those head revisions; otherwise (an edit, a delete, a sync pull, a record found damaged
-since) it is discarded, and the cache is built from the records. An older copy of the row put back authenticates,
+and either the index worker's bytes or, for a vault over its limits (``[rag] max_chunks`` …), the figures its
+records add up to (chunks, text bytes: derived from notes, so sealed too), so that its searches are refused at once
+after a restart as well (:mod:`memories.daemon.index.over_limit`). The worker's bytes are opaque here
+(:mod:`memories.rag.snapshots`: the worker checks its own analysis version). *Freshness is checked, not
+assumed*: a snapshot is used only when its records are exactly the vault's eligible records at exactly those head
+revisions; otherwise (an edit, a delete, a sync pull, a record found damaged since) it is discarded, and the cache
+is built from the records. An older copy of the row put back authenticates,
 and is then used only if it still matches the records: it can hold nothing the records do not.
 """
 
@@ -31,6 +34,7 @@ import msgspec
 
 from memories import crypto
 from memories.errors import MemoriesError
+from memories.limits import VaultFigures
 from memories.vault.catalog import Catalog
 from memories.vault.keys import Keyring
 from memories.vault.store import Store, VaultRow
@@ -45,18 +49,20 @@ SNAPSHOTS_INFO = b"memories/index-snapshots/v1"
 
 class SealedSnapshot(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
     """The opened blob: ``heads`` record id -> the chosen head revision id it was taken at; ``data`` the index
-    worker's bytes."""
+    worker's bytes; or, for a vault over its limits, no bytes and ``over``: what its records add up to."""
 
     heads: dict[str, str]
     data: bytes
+    over: VaultFigures | None = None
 
 
 class OpenedSnapshot(NamedTuple):
     """A snapshot that matches the records: the worker's bytes and the records' depths (record id -> revision, as
-    the index worker knows them)."""
+    the index worker knows them); for a vault over its limits, ``over`` (its figures) and no bytes."""
 
     data: bytes
     have: dict[str, int]
+    over: VaultFigures | None = None
 
 
 def snapshot_key(vault_key: bytes) -> bytes:
@@ -135,13 +141,17 @@ class Snapshots:
         except (MemoriesError, msgspec.DecodeError, msgspec.ValidationError):
             return self._discard(vault, "it failed authentication or could not be read")
         if opened.heads != self._heads(vault):
+            if opened.over is not None:  # the figures of an older state: no loss, nothing to warn about
+                self._table.delete(vault.id)
+                return None
             return self._discard(vault, "the records changed since it was written")
-        return OpenedSnapshot(opened.data, self._catalog.eligible(vault))
+        return OpenedSnapshot(opened.data, self._catalog.eligible(vault), opened.over)
 
-    def put(self, vault: VaultRow, have: dict[str, int], data: bytes) -> bool:
+    def put(self, vault: VaultRow, have: dict[str, int], data: bytes, over: VaultFigures | None = None) -> bool:
         """Seal and store ``data`` as the vault's snapshot (replacing the one it had) if ``have`` (record id ->
         revision, what the worker's cache holds) is exactly the vault's eligible records now; ``False`` (nothing
-        written) when the vault changed meanwhile.
+        written) when the vault changed meanwhile. For a vault over its limits, ``data`` is empty and ``over`` its
+        figures (what ``have`` adds up to): a later refusal needs no build, also after a restart.
 
         Raises:
             MemoriesError: ``vault_locked``, ``integrity_error`` (the vault's key or head set).
@@ -150,7 +160,7 @@ class Snapshots:
             return False
         key = self._keys.vault_key(vault)
         snapshot_id = secrets.token_hex(16)
-        plaintext = msgspec.msgpack.encode(SealedSnapshot(self._heads(vault), data))
+        plaintext = msgspec.msgpack.encode(SealedSnapshot(self._heads(vault), data, over))
         sealed = crypto.seal(snapshot_key(key), plaintext, snapshot_aad(vault.id, snapshot_id))
         self._table.put(vault.id, snapshot_id, sealed)
         return True

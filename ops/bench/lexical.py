@@ -26,7 +26,7 @@ from pathlib import Path
 
 import msgspec
 
-from memories.limits import MAX_CHUNKS
+from memories.limits import R21_MAX_CHUNKS
 from memories.protocol import MemoryUpdate, RagSearch
 from memories.rag.analysis import analyze_query, analyze_text
 from memories.rag.chunking import chunk_text
@@ -92,7 +92,7 @@ def measure_ingest(records: list[IndexRecord]) -> list[Measurement]:
 
 
 def build_large_vault(
-    records: list[IndexRecord], target_chunks: int = MAX_CHUNKS
+    records: list[IndexRecord], target_chunks: int = R21_MAX_CHUNKS
 ) -> tuple[VaultIndex, list[IndexRecord], float]:
     """A vault of copies of the corpus (distinct ids) holding as many chunks as fit under ``target_chunks``.
 

@@ -31,7 +31,7 @@ import msgspec
 import numpy as np
 
 from memories import worker_protocol as w
-from memories.limits import MAX_CHUNKS
+from memories.limits import R21_MAX_CHUNKS
 from memories.protocol import RagSearch, SearchMode
 from memories.rag.pipeline import VaultCache
 from ops.bench.harness import BenchHome, percentiles
@@ -198,7 +198,7 @@ def main() -> None:
     parser.add_argument("--notes", type=int, default=5000)
     parser.add_argument("--saves", type=int, default=20)
     parser.add_argument("--idle-seconds", type=float, default=60.0)
-    parser.add_argument("--chunks", type=int, default=MAX_CHUNKS)
+    parser.add_argument("--chunks", type=int, default=R21_MAX_CHUNKS)
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()

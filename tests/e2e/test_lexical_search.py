@@ -62,6 +62,7 @@ STATUS_KEYS = {
     "indexing",
     "watch_count",
     "watches",
+    "over_limit",
 }
 MAX_CHUNK_CODE_POINTS = 768
 
@@ -586,7 +587,8 @@ def test_rag_status_cold_then_warm_after_ingest(lab: Lab) -> None:
     cold = lab.cold_status
     assert set(cold) == STATUS_KEYS
     assert (cold["locked"], cold["records"], cold["cache"], cold["chunks"]) == (False, 0, "cold", 0)
-    assert cold["limits"]["chunks"] == 10_000 and cold["limits"]["text_bytes"] == 16 * 1024 * 1024
+    assert cold["limits"]["chunks"] == 100_000 and cold["limits"]["text_bytes"] == 160 * 1024 * 1024
+    assert cold["over_limit"] is None
     assert cold["model"]["installed"] is False
     warm = lab.home.ok("rag", "status", "corpus")  # the ingest built the index before it answered
     assert set(warm) == STATUS_KEYS

@@ -460,29 +460,40 @@ def test_special_files_are_refused_without_reading_them(vault: HomeDir, tmp_path
 
 
 def test_an_ingest_over_the_chunk_limit_exits_3_and_moving_records_out_fixes_search(
-    vault: HomeDir, tmp_path: Path
+    home: HomeDir, tmp_path: Path
 ) -> None:
+    """``[rag] max_chunks`` (here its least, 1,000): the vault keeps every note, is refused with the figures it has
+    and the setting to raise, also after a daemon restart (issue 28, item 1)."""
+    home.config.write_text(home.config.read_text() + "[rag]\nmax_chunks = 1000\n")
+    vault = initialize(home)
+    size = MAX_BODY_BYTES // 10
     paragraph = "lorem ipsum dolor sit amet consectetur adipiscing elit " * 12 + "\n\n"
-    body = (paragraph * (MAX_BODY_BYTES // len(paragraph)))[:MAX_BODY_BYTES]
+    body = (paragraph * (size // len(paragraph) + 1))[:size]
     big = [vault.ok("memory", "add", "notes", "--title", f"big {n}", stdin=body)["id"] for n in range(2)]
     vault.ok("memory", "update", "notes", big[0], "--title", "big 0, revised")
-    assert vault.ok("memory", "search", "notes", "lorem")["results"]  # about 7,000 chunks: under 10,000
-    note = tmp_path / "small.md"  # with it about 10,500
-    note.write_text("# Small\n\nthe last straw\n\n" + body[: MAX_BODY_BYTES - 100])
+    assert vault.ok("memory", "search", "notes", "lorem")["results"]  # about 700 chunks: under 1,000
+    note = tmp_path / "small.md"  # with it about 1,050
+    note.write_text("# Small\n\nthe last straw\n\n" + body[: size - 100])
     ingested = vault.run("rag", "ingest", "notes", str(note))
     assert ingested.code == 3, ingested.stdout + ingested.stderr
     assert ingested.doc["results"][0]["status"] == "added"  # the card is stored all the same
     over = ingested.doc["over_limit"]
     assert over["code"] == "vault_too_large"
-    assert over["details"]["limit"] == "chunks" and over["details"]["max"] == 10_000
-    assert over["details"]["over"] == over["details"]["value"] - 10_000 > 0
-    assert "'notes'" in over["message"] and f"{over['details']['over']:,} over" in over["message"]
+    assert over["details"]["limit"] == "chunks" and over["details"]["max"] == 1_000
+    assert over["details"]["over"] == over["details"]["value"] - 1_000 > 0
+    assert over["details"]["setting"] == "rag.max_chunks" and over["details"]["chunks"] == over["details"]["value"]
+    assert "'notes'" in over["message"] and f"{over['details']['over']:,} chunks over" in over["message"]
     assert "error: vault_too_large: " in ingested.stderr
     status = vault.ok("rag", "status", "notes")
     assert any("searches fail" in warning for warning in status["warnings"])
     assert status["cache"] == "cold"  # a vault over the limits holds no cache slot another vault could use
+    assert status["over_limit"]["details"] == over["details"] and status["limits"]["chunks"] == 1_000
     error = vault.fails("vault_too_large", "rag", "search", "notes", "straw")
-    assert error["details"]["limit"] == "chunks" and error["details"]["vault"] == "notes"
+    assert error["details"] == over["details"]
+    vault.ok("daemon", "stop")
+    vault.start()
+    vault.ok("unlock", "--passphrase-stdin", stdin=PASSPHRASE + "\n")
+    assert vault.fails("vault_too_large", "rag", "search", "notes", "straw")["details"] == over["details"]
     vault.ok("vault", "create", "archive")
     moved = vault.ok("memory", "move", "notes", big[0], "--to", "archive")
     assert moved == {"id": big[0], "revision": 2}

@@ -471,13 +471,13 @@ async def test_a_watch_that_pushes_its_vault_over_the_index_limits_says_so_as_in
     sync = fakes[w.IndexSync]
 
     def too_large(request: w.IndexSync) -> object:
-        raise MemoriesError("vault_too_large", "over", {"limit": "chunks", "max": 10_000, "value": 10_003})
+        raise MemoriesError("vault_too_large", "over", {"limit": "chunks", "max": 100_000, "value": 100_003})
 
     fakes[w.IndexSync] = too_large
     folder = notes(tmp_path / "notes", 3)
     report = await register(middle, folder)
     assert report.over_limit is not None and report.over_limit.code == "vault_too_large"
-    assert "3 over the limit of 10,000" in report.over_limit.message and len(await titles(middle)) == 3
+    assert "3 chunks over the limit of 100,000" in report.over_limit.message and len(await titles(middle)) == 3
     assert "search index is not up to date" in (report.watch.error or "")
     fakes[w.IndexSync] = sync
     (folder / "n000.md").unlink()

@@ -158,3 +158,14 @@ def test_rag_status_and_daemon_status_say_whether_the_model_is_loaded(
         assert line in capsys.readouterr().out
     render.daemon_status(status)  # a remote embedding service: no line
     assert "model " not in capsys.readouterr().out
+
+
+def test_rag_status_of_a_vault_over_its_limits_names_the_setting_to_raise(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 28, item 1: the figures the vault has and the setting to raise, one line."""
+    details = {"limit": "chunks", "max": 10_000, "value": 14_592, "chunks": 14_592, "text_bytes": 20_000_000}
+    over = {**OVER, "details": {**details, "setting": "rag.max_chunks"}}
+    text = _text(monkeypatch, {**STATUS, "over_limit": over}, "rag", "status", "notes")
+    assert (
+        "over       14,592 chunks, 20,000,000 bytes of text: over chunks 10,000; searches fail until records are "
+        "removed or rag.max_chunks is raised"
+    ) in text

@@ -9,7 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memories.config import RagConfig
 from memories.errors import MemoriesError
+from memories.limits import IndexLimits
 from memories.protocol import MatchMode
 from memories.rag.analysis import AnalyzedQuery, analyze_query
 from memories.rag.lexical import LexicalEntry, LexicalIndex
@@ -272,27 +274,41 @@ def test_text_limit_refuses_and_leaves_the_index_as_it_was() -> None:
     with pytest.raises(MemoriesError) as error:
         index.apply([_record("big", "数" * 40)], [])
     assert error.value.code == "vault_too_large"
-    assert error.value.details == {"vault": "vault", "limit": "text_bytes", "max": 100, "value": 10 + 120}
+    assert error.value.details == {
+        "vault": "vault",
+        "limit": "text_bytes",
+        "max": 100,
+        "value": 10 + 120,
+        "chunks": 2,
+        "text_bytes": 10 + 120,
+    }
     assert "bytes" in error.value.message
     assert _snapshot(index) == before
     index.apply([_record("big", "数" * 30)], ["kept"])  # counted after the deletion: 90 bytes fit
     assert index.stats().text_bytes == 90
 
 
-def test_default_limits_are_those_of_r21() -> None:
-    index = VaultIndex("vault")
-    with pytest.raises(MemoriesError) as error:
-        index.apply([_record("big", "x" * (16 * 1024 * 1024 + 1))], [])
-    assert error.value.details == {
-        "vault": "vault",
-        "limit": "text_bytes",
-        "max": 16 * 1024 * 1024,
-        "value": 16 * 1024 * 1024 + 1,
-    }
+def test_default_limits_are_rags_and_max_chunks_10000_restores_r21() -> None:
+    """Issue 28: the limits are ``[rag]`` settings (default 100,000 chunks, the byte limits by R-21's ratios);
+    ``max_chunks = 10000`` alone gives R-21's 10,000 chunks, 16 MiB and 32 MiB exactly."""
+    assert IndexLimits() == IndexLimits(chunks=100_000, text_bytes=160 * 1024 * 1024, vector_bytes=320 * 1024 * 1024)
+    assert RagConfig().index_limits() == IndexLimits()
+    r21 = RagConfig(max_chunks=10_000).index_limits()
+    assert r21 == IndexLimits.r21() == IndexLimits(chunks=10_000, text_bytes=16 * 1024**2, vector_bytes=32 * 1024**2)
+    index = VaultIndex("vault", max_chunks=r21.chunks, max_text_bytes=r21.text_bytes)
     with pytest.raises(MemoriesError) as error:
         index.apply([_record(f"r{number}", "w") for number in range(10_001)], [])
-    assert error.value.details == {"vault": "vault", "limit": "chunks", "max": 10_000, "value": 10_001}
+    assert error.value.details == {
+        "vault": "vault",
+        "limit": "chunks",
+        "max": 10_000,
+        "value": 10_001,
+        "chunks": 10_001,
+        "text_bytes": 10_001,
+    }
     assert index.stats().chunks == 0
+    default = VaultIndex("vault")
+    assert (default._max_chunks, default._max_text_bytes) == (100_000, 160 * 1024 * 1024)
 
 
 def test_result_limit() -> None:

@@ -1,29 +1,42 @@
-"""How a vault over the R-21 limits is told: by name, how far over, and whether records were left uncounted."""
+"""How a vault over its limits is told: by name, what its records add up to, how far over which limit, and the
+setting to raise (issue 28 item 1)."""
 
 from __future__ import annotations
 
-from memories.daemon.index.feed import too_large_error
-from memories.errors import MemoriesError
+from memories.daemon.index.over_limit import figures_of, too_large_error
+from memories.limits import IndexLimits, VaultFigures
 from memories.vault.store import VaultRow
 
 VAULT = VaultRow(id="4f0c9e2a7d1b3c55", name="over", device_only=False, created=0.0, wrapped_key=b"")
-REFUSED = MemoriesError(
-    "vault_too_large", "vault 4f0c… would hold 10,027 chunks", {"limit": "chunks", "max": 10_000, "value": 10_027}
-)
 
 
-def test_a_refusal_with_every_record_counted_says_how_far_over() -> None:
-    error = too_large_error(VAULT, REFUSED)
-    assert error.message.startswith("vault 'over' would hold 10,027 chunks, 27 over the limit of 10,000; ")
-    assert error.details["over"] == 27 and error.details["pending"] == 0
-
-
-def test_a_refusal_before_the_last_batch_says_at_least_and_what_was_not_counted() -> None:
-    """A new user told '27 over' deleted 42 notes and was refused again: 1,885 chunks over, counted batch by batch,
-    the sync stopped at the first batch over the limit."""
-    error = too_large_error(VAULT, REFUSED, pending=1_234)
+def test_a_refusal_says_what_the_vault_holds_how_far_over_and_which_setting_to_raise() -> None:
+    error = too_large_error(VAULT, VaultFigures(10_027, 1_234_567), IndexLimits.r21())
     assert error.message.startswith(
-        "vault 'over' would hold at least 10,027 chunks, at least 27 over the limit of 10,000 "
-        "(1,234 more records not counted); "
+        "vault 'over' holds 10,027 chunks and 1,234,567 bytes of text and metadata, 27 chunks over the limit of "
+        "10,000 ([rag] max_chunks); every record is kept, but searches fail until records are deleted"
     )
-    assert error.details["pending"] == 1_234
+    assert "max_chunks is raised in config.toml" in error.message
+    assert error.details == {
+        "vault": "over",
+        "vault_id": VAULT.id,
+        "limit": "chunks",
+        "max": 10_000,
+        "value": 10_027,
+        "over": 27,
+        "chunks": 10_027,
+        "text_bytes": 1_234_567,
+        "setting": "rag.max_chunks",
+    }
+
+
+def test_a_vault_over_the_text_limit_only_names_max_text_bytes() -> None:
+    limits = IndexLimits(chunks=100_000, text_bytes=1_000_000)
+    error = too_large_error(VAULT, VaultFigures(5_000, 1_500_000), limits)
+    assert error.details["limit"] == "text_bytes" and error.details["setting"] == "rag.max_text_bytes"
+    assert "500,000 bytes of text and metadata over the limit of 1,000,000 ([rag] max_text_bytes)" in error.message
+
+
+def test_the_figures_of_a_worker_refusal() -> None:
+    assert figures_of({"limit": "chunks", "max": 5, "value": 9, "chunks": 9, "text_bytes": 40}) == VaultFigures(9, 40)
+    assert figures_of({"limit": "chunks", "max": 5, "value": 9}) == VaultFigures(9, 0)  # a fake worker's

@@ -10,9 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memories.errors import MemoriesError
+from memories.limits import R21_MAX_VECTOR_BYTES as MAX_VECTOR_BYTES
 from memories.models.embedding import DIMENSION
 from memories.rag import vectors
-from memories.rag.vectors import MAX_VECTOR_BYTES, VectorStore, input_hash
+from memories.rag.vectors import VectorStore, input_hash
 
 SPACE = "local-onnx:" + "a" * 64
 OTHER_SPACE = "local-onnx:" + "b" * 64
@@ -147,7 +148,7 @@ def test_wrong_shapes_are_caller_bugs() -> None:
 def test_vault_limit_of_32_mib_leaves_the_store_unchanged() -> None:
     assert MAX_VECTOR_BYTES == 32 * 1024 * 1024
     capacity = MAX_VECTOR_BYTES // (768 * 4)  # 10,922 vectors
-    store = VectorStore()
+    store = VectorStore(max_bytes=MAX_VECTOR_BYTES)
     hashes = _hashes(capacity + 1)
     matrix = np.tile(_unit(1), (capacity + 1, 1))
     assert store.add(SPACE, hashes[:capacity], matrix[:capacity]) == capacity
@@ -158,7 +159,12 @@ def test_vault_limit_of_32_mib_leaves_the_store_unchanged() -> None:
     assert caught.value.code == "vault_too_large"
     assert "33,554,432 bytes (32 MiB)" in caught.value.message
     total = (capacity + 1) * 768 * 4
-    assert caught.value.details == {"limit": "vector_bytes", "max": MAX_VECTOR_BYTES, "value": total}
+    assert caught.value.details == {
+        "limit": "vector_bytes",
+        "max": MAX_VECTOR_BYTES,
+        "value": total,
+        "setting": "rag.max_vector_bytes",
+    }
     assert store.nbytes == before and store.missing(SPACE, hashes) == [hashes[capacity]]
     # Re-adding stored keys is free; room made by retain can be used again.
     assert store.add(SPACE, hashes[:10], matrix[:10]) == 0

@@ -18,6 +18,7 @@ import trio
 
 from memories.config import CryptoConfig
 from memories.errors import MemoriesError
+from memories.limits import VaultFigures
 from memories.vault.record_store import RecordStore
 from memories.vault.snapshots import OpenedSnapshot
 from memories.vault.store import VaultRow
@@ -274,9 +275,12 @@ class StoreGate:
         """The vault's index snapshot if it matches the records (:meth:`memories.vault.snapshots.Snapshots.load`)."""
         return await self.run(self._records.snapshots.load, vault)
 
-    async def put_snapshot(self, vault: VaultRow, have: dict[str, int], data: bytes) -> bool:
-        """Seal and store the vault's index snapshot (:meth:`memories.vault.snapshots.Snapshots.put`)."""
-        return await self.run(self._records.snapshots.put, vault, have, data)
+    async def put_snapshot(
+        self, vault: VaultRow, have: dict[str, int], data: bytes, over: VaultFigures | None = None
+    ) -> bool:
+        """Seal and store the vault's index snapshot, or the figures of a vault over its limits
+        (:meth:`memories.vault.snapshots.Snapshots.put`)."""
+        return await self.run(self._records.snapshots.put, vault, have, data, over)
 
     async def delete_snapshot(self, vault: VaultRow) -> None:
         """Delete the vault's index snapshot."""

@@ -27,8 +27,10 @@ from memories.daemon.core.store_gate import StoreGate
 from memories.daemon.core.views import index_record
 from memories.daemon.core.workers import WorkerHandle
 from memories.daemon.index.kept_vectors import KeptVectors
+from memories.daemon.index.over_limit import OverLimits, figures_of
 from memories.daemon.index.snapshots import IndexSnapshots
 from memories.errors import MemoriesError
+from memories.limits import IndexLimits, VaultFigures
 from memories.vault.store import VaultRow
 
 R = TypeVar("R")
@@ -40,40 +42,6 @@ SYNC_ATTEMPTS = 3
 """Times a query may find the cache stale before the job gives up with ``vault_changed``."""
 
 
-_LIMIT_UNITS = {"chunks": "chunks", "text_bytes": "bytes of text and metadata", "vector_bytes": "bytes of vectors"}
-
-
-def too_large_error(vault: VaultRow, exc: MemoriesError, pending: int = 0) -> MemoriesError:
-    """The index worker's ``vault_too_large`` (``details``: ``limit``, ``max``, ``value``) told by vault name, with
-    how far over the limit the vault is (``details["over"]``) and the way down.
-
-    ``pending`` records were not sent yet when the batch that crossed the limit was refused (a sync sends
-    :data:`SYNC_BATCH` at a time), so the vault is *at least* that far over: the message says so and how many
-    records were not counted (``details["pending"]``), so that deleting ``over`` chunks' worth is not taken for
-    enough."""
-    limit, maximum, value = exc.details["limit"], exc.details["max"], exc.details["value"]
-    unit = _LIMIT_UNITS.get(limit, limit)
-    how_far = (
-        f"at least {value - maximum:,} over the limit of {maximum:,} ({pending:,} more records not counted)"
-        if pending
-        else f"{value - maximum:,} over the limit of {maximum:,}"
-    )
-    return MemoriesError(
-        "vault_too_large",
-        f"vault {vault.name!r} would hold {'at least ' if pending else ''}{value:,} {unit}, {how_far}; "
-        f"searches of it fail until records are deleted or moved to another vault (`memory move`)",
-        {
-            "vault": vault.name,
-            "vault_id": vault.id,
-            "limit": limit,
-            "max": maximum,
-            "value": value,
-            "over": value - maximum,
-            "pending": pending,
-        },
-    )
-
-
 class IndexFeed:
     """Calls to the index worker that first bring its cache of the vault to the job's epoch.
 
@@ -82,15 +50,24 @@ class IndexFeed:
         index: the index worker.
         kept: the vectors kept in the home (loaded into a cache that asks for them).
         snapshots: the sealed index snapshots (a cold cache starts from one; a changed cache schedules a write).
+        limits: the per-vault limits (``[rag] max_chunks`` …); a vault over them is refused at once once measured
+            (:attr:`over`, :mod:`memories.daemon.index.over_limit`).
     """
 
-    def __init__(self, store: StoreGate, index: WorkerHandle, kept: KeptVectors, snapshots: IndexSnapshots) -> None:
+    def __init__(
+        self,
+        store: StoreGate,
+        index: WorkerHandle,
+        kept: KeptVectors,
+        snapshots: IndexSnapshots,
+        limits: IndexLimits | None = None,
+    ) -> None:
         self._store = store
         self._index = index
         self._kept = kept
         self.snapshots = snapshots
+        self.over = OverLimits(limits or IndexLimits())
         self._locks: dict[str, trio.Lock] = {}
-        self._too_large: dict[str, str] = {}
         self._resend: dict[str, set[str]] = {}
 
     def resend(self, vault: VaultRow, record_ids: list[str]) -> None:
@@ -98,9 +75,9 @@ class IndexFeed:
         sibling of the same depth the chosen head of a record in conflict, and the cache knows records by depth."""
         self._resend.setdefault(vault.id, set()).update(record_ids)
 
-    def too_large(self, vault: VaultRow) -> str | None:
-        """Why the vault's last sync failed with ``vault_too_large``, if it did (for ``rag status``)."""
-        return self._too_large.get(vault.id)
+    def too_large(self, vault: VaultRow) -> MemoriesError | None:
+        """The vault's ``vault_too_large`` when its last sync found it over its limits (for ``rag status``)."""
+        return self.over.last(vault)
 
     async def call(
         self, job: VaultJob, vault: VaultRow, body: w.WorkerRequest[R | w.IndexStale | w.VectorsWanted]
@@ -109,9 +86,11 @@ class IndexFeed:
         the kept vectors of the request's space, load them and ask again.
 
         Raises:
-            MemoriesError: ``vault_changed`` after :data:`SYNC_ATTEMPTS` stale answers, ``vault_too_large``, and
+            MemoriesError: ``vault_changed`` after :data:`SYNC_ATTEMPTS` stale answers, ``vault_too_large`` (at
+                once, asking the worker nothing, when the vault was found over its limits at the job's epoch), and
                 the worker's failures; StaleEpoch: the vault changed during the job.
         """
+        self.over.check(job, vault)
         for _ in range(SYNC_ATTEMPTS * 2):  # each stale answer may be followed by a load
             reply = await job.call(self._index, body)
             if isinstance(reply, w.VectorsWanted):
@@ -126,9 +105,9 @@ class IndexFeed:
         raise MemoriesError("vault_changed", "the index kept falling behind the vault; try again")
 
     async def refresh(self, job: VaultJob, vault: VaultRow) -> None:
-        """Bring the cache up to date now (after an ingest), so the next search is fast and a vault over the R-21
-        limits is reported at once. The job adopts the vault's current epoch first (its own writes); a change by
-        someone else meanwhile is left to the next search.
+        """Bring the cache up to date now (after an ingest), so the next search is fast and a vault over its limits
+        is reported at once (with its figures, kept for the searches that follow). The job adopts the vault's
+        current epoch first (its own writes); a change by someone else meanwhile is left to the next search.
 
         Raises:
             MemoriesError: ``vault_too_large``, ``budget_exceeded``, ``vault_changed`` and the worker's failures.
@@ -139,9 +118,10 @@ class IndexFeed:
 
     async def _sync(self, job: VaultJob, vault: VaultRow, have: dict[str, int] | None) -> None:
         async with self._locks.setdefault(vault.id, trio.Lock()):
+            self.over.check(job, vault)  # another job found it over its limits meanwhile
             if have is None:  # a cold cache: from the vault's sealed snapshot when one matches the records
                 await self.snapshots.flush()  # loading it may evict a vault whose snapshot is due: write that first
-                have = await self.snapshots.restore(job, vault)
+                have = await self._restore(job, vault)
             eligible = await self._store.eligible(vault)
             held = have or {}
             resend = set(self._resend.get(vault.id, ()))
@@ -163,19 +143,64 @@ class IndexFeed:
                     final=final,
                     fresh=have is None and number == 0,
                     expected=expected,
+                    limits=self.over.limits,
                 )
                 try:
                     reply = await job.call(self._index, sync)
                 except MemoriesError as exc:
                     if exc.code != "vault_too_large":
                         raise
-                    pending = sum(len(later) for later in batches[number + 1 :])
-                    named = too_large_error(vault, exc, pending)
-                    self._too_large[vault.id] = named.message
-                    raise named from None
+                    # A fresh build's batches hold every record once: count the rest; a delta's: count them all.
+                    if have is None:
+                        counted, rest = figures_of(exc.details), batches[number + 1 :]
+                    else:
+                        ids = list(eligible)
+                        counted = VaultFigures(0, 0)
+                        rest = [ids[i : i + SYNC_BATCH] for i in range(0, len(ids), SYNC_BATCH)]
+                    figures = await self._measure(job, vault, counted, rest)
+                    raise await self._refuse(job, vault, eligible, figures) from None
                 if isinstance(reply, w.IndexStale):
                     return  # the cache was evicted or rebuilt meanwhile: the caller asks again and starts over
             if have is None or changed or deletes:
                 self.snapshots.changed(vault, job.epoch)
-            self._too_large.pop(vault.id, None)
+            self.over.within(vault)
             self._resend.get(vault.id, set()).difference_update(resend)
+
+    async def _restore(self, job: VaultJob, vault: VaultRow) -> dict[str, int] | None:
+        """:meth:`IndexSnapshots.restore`, refusing a vault whose snapshot is over the limits: sealed figures still
+        over them (no build), or a snapshot of a cache over limits lowered since (its figures are the records')."""
+        try:
+            restored = await self.snapshots.restore(job, vault, self.over.limits)
+        except MemoriesError as exc:
+            if exc.code != "vault_too_large":
+                raise
+            eligible = await self._store.eligible(vault)
+            raise await self._refuse(job, vault, eligible, figures_of(exc.details)) from None
+        if isinstance(restored, VaultFigures):
+            if self.over.limits.over(restored):
+                raise self.over.refuse(vault, job.epoch, restored)
+            return None  # the limits were raised since: build from the records
+        return restored
+
+    async def _measure(
+        self, job: VaultJob, vault: VaultRow, counted: VaultFigures, rest: list[list[str]]
+    ) -> VaultFigures:
+        """``counted`` plus what the records of ``rest`` (batches of ids) add up to, counted by the index worker
+        without analysing or caching them."""
+        chunks, text_bytes = counted.chunks, counted.text_bytes
+        for batch in rest:
+            upserts = [index_record(text) for text in await self._store.index_texts(vault, batch)]
+            reply = await job.call(self._index, w.IndexMeasure(vault=vault.id, upserts=upserts))
+            chunks += reply.figures.chunks
+            text_bytes += reply.figures.text_bytes
+        return VaultFigures(chunks, text_bytes)
+
+    async def _refuse(
+        self, job: VaultJob, vault: VaultRow, eligible: dict[str, int], figures: VaultFigures
+    ) -> MemoriesError:
+        """Keep the figures of a vault found over its limits (in memory at the job's epoch, sealed in the home for
+        ``eligible``, the records they count); the error to raise."""
+        self.over.measured += 1
+        error = self.over.refuse(vault, job.epoch, figures)
+        await self.snapshots.keep_over(vault, eligible, figures)
+        return error

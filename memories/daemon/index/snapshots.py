@@ -21,6 +21,9 @@ Two moments:
   the next unlock finds stale, discards and rebuilds), and before a vault not cached is loaded, since that load may
   evict the vault whose write is due (the worker keeps two, R-21).
 
+The row of a vault over its limits holds its figures instead (:meth:`IndexSnapshots.keep_over`,
+:mod:`memories.daemon.index.over_limit`): its next refusal, after a lock or a restart too, costs no build.
+
 With ``[rag] keep_index = false`` nothing is written or read, and the daemon deletes the kept snapshots at start.
 """
 
@@ -36,6 +39,7 @@ from memories.daemon.core.jobs import Epochs, VaultJob
 from memories.daemon.core.store_gate import StoreGate
 from memories.daemon.core.workers import WorkerHandle
 from memories.errors import MemoriesError
+from memories.limits import IndexLimits, VaultFigures
 from memories.vault.store import VaultRow
 
 log = logging.getLogger("memories.snapshots")
@@ -76,13 +80,17 @@ class IndexSnapshots:
             return None
         return f"the index snapshot of vault {vault.name} was discarded ({why}); the index was built from the records"
 
-    async def restore(self, job: VaultJob, vault: VaultRow) -> dict[str, int] | None:
-        """Give the index worker the vault's cache from its snapshot; returns the revisions the cache holds then
-        (the worker's :class:`~memories.worker_protocol.IndexStale` ``have`` when another job built it meanwhile),
-        or ``None`` when there is no usable snapshot (build from the records).
+    async def restore(
+        self, job: VaultJob, vault: VaultRow, limits: IndexLimits | None = None
+    ) -> dict[str, int] | VaultFigures | None:
+        """Give the index worker the vault's cache from its snapshot (within ``limits``); returns the revisions the
+        cache holds then (the worker's :class:`~memories.worker_protocol.IndexStale` ``have`` when another job built
+        it meanwhile), or ``None`` when there is no usable snapshot (build from the records), or the figures kept
+        for a vault found over its limits at these very records (:meth:`keep_over`; nothing reaches the worker).
 
         Raises:
-            MemoriesError: the store's and the worker's failures (``vault_locked``, ``worker_crashed``, ...).
+            MemoriesError: ``vault_too_large`` for a snapshot over ``limits`` (with its figures in the details), the
+                store's and the worker's failures (``vault_locked``, ``worker_crashed``, ...).
         """
         if not self.keep:
             return None
@@ -92,7 +100,10 @@ class IndexSnapshots:
         if isinstance(opened, str):
             self._discarded[vault.id] = opened
             return None
-        reply = await job.call(self._index, w.IndexRestore(vault=vault.id, data=opened.data), epoch=False)
+        if opened.over is not None:
+            return opened.over
+        restore = w.IndexRestore(vault=vault.id, data=opened.data, limits=limits or IndexLimits())
+        reply = await job.call(self._index, restore, epoch=False)
         if isinstance(reply, w.IndexStale):
             return reply.have
         if reply.have is None:
@@ -104,6 +115,17 @@ class IndexSnapshots:
         self.restored += 1
         self._discarded.pop(vault.id, None)
         return reply.have
+
+    async def keep_over(self, vault: VaultRow, have: dict[str, int], figures: VaultFigures) -> None:
+        """Keep the figures of a vault found over its limits, sealed in place of its snapshot, for the records
+        ``have`` (nothing is written when they are no longer the vault's). Never raises: they are a cache."""
+        self._due.pop(vault.id, None)
+        if not self.keep or self._store.locked:
+            return
+        try:
+            await self._store.put_snapshot(vault, have, b"", figures)
+        except MemoriesError as exc:
+            log.info("vault %s: its figures over the limits were not kept: %s", vault.id, exc.code)
 
     def changed(self, vault: VaultRow, epoch: int) -> None:
         """The vault's cache changed and is now at ``epoch``: write its snapshot after :data:`WRITE_DELAY_SECONDS`

@@ -16,15 +16,17 @@ from memories.daemon.core.workers import WorkerHandle
 from memories.daemon.index.backends import EmbeddingBackend
 from memories.daemon.index.feed import IndexFeed
 from memories.daemon.index.kept_vectors import KeptVectors
-from memories.limits import MAX_CACHED_VAULTS, MAX_CHUNKS, MAX_TEXT_BYTES, MAX_VECTOR_BYTES
+from memories.limits import MAX_CACHED_VAULTS, IndexLimits
 
-LIMITS = {
-    "chunks": MAX_CHUNKS,
-    "text_bytes": MAX_TEXT_BYTES,
-    "vector_bytes": MAX_VECTOR_BYTES,
-    "cached_vaults": MAX_CACHED_VAULTS,
-}
-"""The R-21 limits as ``rag status`` reports them."""
+
+def limits_reported(limits: IndexLimits) -> dict[str, int]:
+    """The per-vault limits (``[rag] max_chunks`` …) and R-21's two cached vaults as ``rag status`` reports them."""
+    return {
+        "chunks": limits.chunks,
+        "text_bytes": limits.text_bytes,
+        "vector_bytes": limits.vector_bytes,
+        "cached_vaults": MAX_CACHED_VAULTS,
+    }
 
 
 class IndexStatus:
@@ -32,7 +34,7 @@ class IndexStatus:
 
     Args:
         store: the store gate; jobs: the job queue (the vault's index job); index_feed: the index worker's caches (a
-        vault over the R-21 limits); backend: the embedding backend; index: the index worker; kept: the vectors kept
+        vault over its limits); backend: the embedding backend; index: the index worker; kept: the vectors kept
         in the home (where, and rows found damaged).
     """
 
@@ -57,8 +59,8 @@ class IndexStatus:
         return {p.RagStatus: self.status}
 
     async def status(self, request: p.RagStatus, ctx: RequestContext) -> p.RagStatusReport:
-        """``rag status``. The model's load warnings, a vault over the R-21 limits and kept vector rows that failed
-        authentication come along as warnings."""
+        """``rag status``. The model's load warnings, a vault over its limits (also as ``over_limit``: the figures
+        and the setting to raise) and kept vector rows that failed authentication come along as warnings."""
         vault = await self._store.resolve(request.vault)
         locked = self._store.locked
         records = None if locked else len(await self._store.eligible(vault))
@@ -67,7 +69,7 @@ class IndexStatus:
         ctx.warnings.extend(backend.load_warnings())
         too_large = self._index_feed.too_large(vault)
         if too_large:
-            ctx.warnings.append(f"searches fail until records are removed: {too_large}")
+            ctx.warnings.append(too_large.message)
         discarded = self._index_feed.snapshots.warning(vault)
         if discarded:
             ctx.warnings.append(discarded)
@@ -86,7 +88,7 @@ class IndexStatus:
             chunks=reply.chunks,
             cache="warm" if reply.cached else "cold",
             text_bytes=reply.text_bytes,
-            limits=LIMITS,
+            limits=limits_reported(self._index_feed.over.limits),
             last_build=reply.last_build,
             model=model,
             embedded=reply.embedded,
@@ -95,6 +97,7 @@ class IndexStatus:
             failed=reply.failed,
             vectors="sealed in the home" if self._kept.keep else "memory only",
             indexing=self._indexing(vault.id),
+            over_limit=None if too_large is None else p.ErrorInfo(too_large.code, too_large.message, too_large.details),
         )
 
     def _indexing(self, vault_id: str) -> p.IndexingState | None:

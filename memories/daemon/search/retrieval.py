@@ -30,7 +30,7 @@ from memories.daemon.core.workers import WorkerHandle
 from memories.daemon.index.backends import EmbeddingBackend, request_budget
 from memories.daemon.index.feed import IndexFeed
 from memories.daemon.search.embedding import SearchEmbedding
-from memories.limits import MAX_CHUNKS, check_result_limit
+from memories.limits import check_result_limit
 from memories.vault.store import VaultRow
 
 MEMORY_SEARCH_CHUNKS_PER_RECORD = 3
@@ -221,6 +221,7 @@ class Retrieval:
         """:meth:`retrieve`, with the explanations when ``explain`` asks (it embeds no chunk) and the worker's
         ``weak_matches``: judged on the hits it returned, so with the learned reranker on the
         :data:`RERANK_CANDIDATES` handed to it rather than the ``limit`` it keeps."""
+        self._index_feed.over.check(job, vault)  # a vault found over its limits: refused before any other step
         backend = self._backend
         mode = request.mode
         if mode is None:
@@ -304,7 +305,7 @@ class Retrieval:
                 )
                 hits = (await self._query(job, vault, query, ctx)).hits
                 records = _group(hits, request.limit)
-                if len(records) == request.limit or len(hits) < depth or depth >= MAX_CHUNKS:
+                if len(records) == request.limit or len(hits) < depth or depth >= self._index_feed.over.limits.chunks:
                     return p.MemorySearchReport(results=records)
                 depth *= 4
 
