@@ -62,7 +62,7 @@ from memories.client import Client
 from memories.config import RagConfig
 from memories.daemon.core.views import index_record
 from memories.daemon.index.backends import LOCAL_RECIPE
-from memories.limits import MAX_CHUNKS
+from memories.limits import R21_MAX_CHUNKS
 from memories.paths import resolve_home
 from memories.protocol import RagSearch
 from memories.rag.chunk_vectors import input_key, model_input
@@ -90,7 +90,7 @@ _TITLE_LINE = re.compile(r"\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)")
 
 def chunk_limit_setting() -> bool:
     """Whether this release has ``[rag] max_chunks`` (issue 28 item 1); before it the cap is
-    :data:`memories.limits.MAX_CHUNKS`."""
+    :data:`memories.limits.R21_MAX_CHUNKS`."""
     return "max_chunks" in RagConfig.__struct_fields__
 
 
@@ -226,8 +226,8 @@ def run(target: int, model_dir: Path, corpus: Path, rounds: int) -> dict[str, An
     limits = (
         f"max_chunks = {max(target + target // 10, 10_000)}\n" if chunk_limit_setting() else ""
     )  # the byte limits scale with it
-    if not limits and target > MAX_CHUNKS:
-        raise SystemExit(f"this release caps a vault at {MAX_CHUNKS:,} chunks (no [rag] max_chunks setting yet)")
+    if not limits and target > R21_MAX_CHUNKS:
+        raise SystemExit(f"this release caps a vault at {R21_MAX_CHUNKS:,} chunks (no [rag] max_chunks setting yet)")
     config = (
         f"[daemon]\njob_budget_seconds = 7200\n[rag]\nauto_index = \"off\"\nlocal_model_dir = '{model_dir}'\n{limits}"
     )
