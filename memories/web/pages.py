@@ -21,7 +21,7 @@ from starlette.routing import Route
 from memories import protocol as p
 from memories.errors import MemoriesError
 from memories.paths import Home
-from memories.web.daemon import call
+from memories.web.daemon import call, until_hangup
 from memories.web.gate import CSRF_FIELD, SESSION_KEY, cookie_header
 from memories.web.render import markdown, marked, page
 from memories.web.text import LANGUAGES, pick
@@ -115,6 +115,7 @@ class Pages:
             Route("/grants/revoke", self.revoke, methods=["POST"]),
             Route("/language", self.language),
             Route("/web.css", self.stylesheet),
+            Route("/web.js", self.script),
         ]
         return Starlette(routes=routes)
 
@@ -192,7 +193,9 @@ class Pages:
             form = await request.form()
             vault, question = str(form.get("vault", "")), str(form.get("question", ""))
             ask = _convert(p.RagAsk, {"vault": vault, "question": question})
-            answer = await call(self.home, ask)
+            answer = await until_hangup(self.home, ask, request.receive)
+            if answer is None:  # the browser stopped waiting (cancel): the daemon has cancelled the ask job
+                return Response(status_code=204)
             return _render(
                 request,
                 "ask.html",
@@ -210,7 +213,7 @@ class Pages:
         try:
             daemon = (await call(self.home, p.Status())).result
             vaults = [] if daemon.locked else await _vaults(self.home)
-            indexes = [(await call(self.home, p.RagStatus(vault=vault.name))).result for vault in vaults]
+            indexes = [(v.name, (await call(self.home, p.RagStatus(vault=v.name))).result) for v in vaults]
             jobs = (await call(self.home, p.Jobs())).result.jobs
             grants = [] if daemon.locked else (await call(self.home, p.GrantList())).result.grants
             running = any(job.state in ("queued", "running", "cancelling") for job in jobs)
@@ -255,6 +258,9 @@ class Pages:
 
     async def stylesheet(self, request: Request) -> Response:
         return _static("web.css", "text/css; charset=utf-8")
+
+    async def script(self, request: Request) -> Response:
+        return _static("web.js", "text/javascript; charset=utf-8")
 
 
 def _static(name: str, media_type: str) -> Response:

@@ -68,10 +68,17 @@ _TEXT: dict[str, tuple[str, str, str]] = {
     ),
     "truncated": ("The answer was cut at its length cap.", "回答超出长度上限，已截断。", "回答超出長度上限，已截斷。"),
     "waiting": (
-        "After you ask, this page loads when the model has answered.",
-        "提问后，模型作答完毕本页才会载入。",
-        "提問後，模型作答完畢本頁才會載入。",
+        "After you ask, this page loads when the model has answered; to stop waiting, press Esc or cancel.",
+        "提问后，模型作答完毕本页才会载入；要停止等待，请按 Esc 或取消。",
+        "提問後，模型作答完畢本頁才會載入；要停止等待，請按 Esc 或取消。",
     ),
+    "working": (
+        "The model is working on the answer…",
+        "模型正在作答……",
+        "模型正在作答……",
+    ),
+    "cancelled": ("Cancelled: the question was not answered.", "已取消：问题未获回答。", "已取消：問題未獲回答。"),
+    "skip": ("Skip to the content", "跳到正文", "跳到正文"),
     "locked": (
         "The vault is locked. Unlock it in a terminal with `memories unlock`, then reload this page.",
         "库已锁定。请在终端运行 `memories unlock` 解锁，然后重新载入本页。",
