@@ -28,6 +28,7 @@ search`` ranks as before.
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 
 import numpy as np
 
@@ -44,6 +45,11 @@ from memories.rag.vault_index import ChunkRow, VaultIndex
 CANDIDATES = 100
 """Depth of each ranking fed to fusion and the reranker (at least the requested limit)."""
 
+CACHED_CANDIDATES = 4096
+"""Most chunks a cache keeps as fusion candidates (their terms, phrase key and language), least recently used
+dropped: a search uses at most a few hundred, and each costs about 7.7 KB (mostly its terms), so an unbounded cache
+grew towards the whole vault, some 770 MB at 100,000 chunks after enough different searches (issue 28 item 4)."""
+
 
 class VaultCache:
     """Everything ``workers.index`` keeps for one vault: the lexical index, the vectors and the epoch it is at,
@@ -56,7 +62,7 @@ class VaultCache:
         self.vectors = ChunkVectors(self.index, max_vector_bytes=limits.vector_bytes)
         self.epoch: int | None = None
         self.last_build: float | None = None
-        self._candidates: dict[int, Candidate[int]] = {}
+        self._candidates: OrderedDict[int, Candidate[int]] = OrderedDict()
 
     # -- updates -------------------------------------------------------------------------------------------
 
@@ -74,7 +80,9 @@ class VaultCache:
         """Mark the cache as holding the vault at ``epoch`` and drop vectors (and refusals) that no chunk uses."""
         rows = list(self.index.rows())
         live = {row.rowid for row in rows}
-        self._candidates = {rowid: candidate for rowid, candidate in self._candidates.items() if rowid in live}
+        self._candidates = OrderedDict(
+            (rowid, candidate) for rowid, candidate in self._candidates.items() if rowid in live
+        )
         self.vectors.retain(rows)
         self.epoch = epoch
 
@@ -282,15 +290,18 @@ class VaultCache:
             )
 
     def _candidate(self, rowid: int) -> Candidate[int]:
-        """The row as fusion sees it; its language is worked out once per row."""
+        """The row as fusion sees it, worked out once while it stays among the :data:`CACHED_CANDIDATES` used last."""
         candidate = self._candidates.get(rowid)
-        if candidate is None:
-            row = self.index.row(rowid)
-            written = (row.title, row.chunk.text, row.source or "")
-            terms, phrase_key = self.index.analysis(rowid)
-            candidate = self._candidates[rowid] = Candidate(
-                rowid, terms, phrase_key, text_language(row.chunk.text), written
-            )
+        if candidate is not None:
+            self._candidates.move_to_end(rowid)
+            return candidate
+        row = self.index.row(rowid)
+        written = (row.title, row.chunk.text, row.source or "")
+        terms, phrase_key = self.index.analysis(rowid)
+        language = text_language(row.chunk.text)
+        candidate = self._candidates[rowid] = Candidate(rowid, terms, phrase_key, language, written)
+        if len(self._candidates) > CACHED_CANDIDATES:
+            self._candidates.popitem(last=False)
         return candidate
 
 

@@ -135,3 +135,34 @@ def test_the_view_follows_the_rows_and_the_vectors() -> None:
     plan = cache.vectors.missing(SPACE, 10)
     assert plan.total_missing == len({key for _, key in cache.vectors.input_keys(SPACE)}) and plan.embedded == 0
     assert cache._cosine(query, request, 1) == []
+
+
+def test_the_candidates_kept_are_bounded_and_results_do_not_depend_on_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cache keeps at most CACHED_CANDIDATES fusion candidates (about 7.7 KB each: unbounded, they grew towards
+    the whole vault); a candidate worked out again is the same, so every search answers as with all of them kept."""
+    from memories.rag import pipeline
+
+    unbounded, bounded = _cache(6, 1.0), _cache(6, 1.0)
+    rng = np.random.default_rng(7)
+    requests = []
+    for text in ("git branch", "分支 合併", "ssh port", "rust owner borrow", "線程 同步"):
+        for mode in ("bm25", "vector", "hybrid"):
+            for match_mode in ("any", "all"):
+                requests.append(
+                    w.IndexQuery(
+                        vault="v",
+                        epoch=1,
+                        query=text,
+                        mode=mode,  # type: ignore[arg-type]
+                        match_mode=match_mode,  # type: ignore[arg-type]
+                        limit=20,
+                        cards_only=False,
+                        no_rerank=False,
+                        space=None if mode == "bm25" else SPACE,
+                        query_vector=None if mode == "bm25" else _unit(rng, 1)[0].tobytes(),
+                    )
+                )
+    expected = [unbounded.search(request) for request in requests]
+    monkeypatch.setattr(pipeline, "CACHED_CANDIDATES", 5)
+    assert [bounded.search(request) for request in requests] == expected
+    assert len(bounded._candidates) <= 5
