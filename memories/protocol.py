@@ -1025,7 +1025,9 @@ class RagStatusReport(_Result):
     limits: dict[str, int]
     last_build: float | None
     model: ModelState
-    embedded: int
+    embedded: int | None
+    """Distinct model inputs with a vector in the cache; null while the vault's vectors are kept sealed in the home
+    and not loaded yet (the first vector or hybrid search, or the warm-up after an unlock, loads them)."""
     missing: int | None
     """Chunks still without a vector; null while the cache is cold (not known until the vault is indexed)."""
     vector_bytes: int

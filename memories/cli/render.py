@@ -374,7 +374,9 @@ def rag_status(status: p.RagStatusReport) -> None:
         click.echo(f"built      {local_time(status.last_build)}")
     embedded, missing = status.embedded, status.missing
     size = f"{counted(status.vector_bytes, 'byte')}; kept {status.vectors}"
-    if missing is None:  # the cache is cold: what is left to embed is known once the vault is indexed
+    if embedded is None:  # kept sealed in the home, not loaded into the cache yet
+        click.echo(f"vectors    {size}; counted once loaded (the first vector or hybrid search loads them)")
+    elif missing is None:  # the cache is cold: what is left to embed is known once the vault is indexed
         click.echo(f"vectors    {embedded:,} embedded, {size}; the count to embed is known once the cache is built")
     else:
         # Chunks with the same title and text are one model input and share one vector, so these can add up to

@@ -47,6 +47,7 @@ async def test_vectors_come_back_after_lock_and_nothing_is_embedded_again(middle
         assert all(record_id not in row_id and record_id.encode() not in sealed for record_id in ids)
 
     await _relock(middle)
+    assert (await middle.ok(p.RagStatus(vault="notes"))).embedded is None  # sealed, not loaded: not "0 embedded"
     search = p.RagSearch(vault="notes", query="alpha", mode="vector")
     assert {hit.asset_id for hit in (await middle.ok(search)).results} == set(ids)
     report = await middle.ok(p.RagIndex(vault="notes"))

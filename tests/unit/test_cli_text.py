@@ -127,6 +127,14 @@ def test_rag_status_says_when_model_files_match_no_pinned_hash_and_when_counts_a
     assert "verified at /m (its files match the pinned SHA-256 hashes)" in text
 
 
+def test_rag_status_does_not_say_0_embedded_while_the_kept_vectors_are_not_loaded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 29, item 8: right after a restart with kept vectors, ``rag status`` said ``0 embedded``."""
+    text = _text(monkeypatch, {**STATUS, "embedded": None}, "rag", "status", "notes")
+    assert "embedded" not in text and "counted once loaded" in text and "kept sealed in the home" in text
+
+
 def test_rag_status_and_daemon_status_say_whether_the_model_is_loaded(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -145,7 +145,7 @@ class Tools:
             return p.ToolStatusReport(locked=True, generation=generation)
         state = await self._index_status.status(p.RagStatus(vault=authorized.vault.id), RequestContext())
         embedded = None
-        if state.cache == "warm" and state.model.space_key is not None:
+        if state.cache == "warm" and state.model.space_key is not None and state.embedded is not None:
             embedded = state.embedded / state.chunks if state.chunks else 1.0
         return p.ToolStatusReport(
             locked=False,

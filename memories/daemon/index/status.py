@@ -81,6 +81,7 @@ class IndexStatus:
             )
         space = await backend.space() if model.space_key is not None else None
         reply = await self._index.call(w.IndexStatus(vault=vault.id, space=space))
+        sealed = self._kept.keep and space is not None and not (reply.cached and reply.loaded)
         return p.RagStatusReport(
             vault=vault.id,
             locked=locked,
@@ -91,7 +92,7 @@ class IndexStatus:
             limits=limits_reported(self._index_feed.over.limits),
             last_build=reply.last_build,
             model=model,
-            embedded=reply.embedded,
+            embedded=None if sealed else reply.embedded,  # the worker counts only what it holds
             missing=reply.missing if reply.cached and reply.loaded else None,
             vector_bytes=reply.vector_bytes,
             failed=reply.failed,
