@@ -223,6 +223,12 @@ def watch_aad(vault_id: str, watch_id: str) -> bytes:
     return msgspec.msgpack.encode([FORMAT, "watch", vault_id, watch_id])
 
 
+def sync_state_aad(vault_id: str) -> bytes:
+    """Associated data of a vault's sealed sync state (:class:`memories.sync.engine.SyncState`): bound to the vault,
+    so one vault's state cannot stand in for another's."""
+    return msgspec.msgpack.encode([FORMAT, "sync-state", vault_id])
+
+
 def card_id_key(vault_key: bytes, vault_id: str) -> bytes:
     """The key that names an imported file's card (:func:`card_id`), derived from the vault key (:func:`derive_key`)
     with its own info, so the vault key itself is only ever an AES-GCM key."""

@@ -23,6 +23,9 @@ CODES: dict[str, str] = {
     "daemon_unresponsive": "A daemon holds the home but does not answer (stopped or stuck); `daemon stop` ends it.",
     "http_port_foreign": "The MCP HTTP port is held by another user's process, which would capture grant tokens "
     "(Linux: /proc/net/tcp); stop it or use another port.",
+    "socket_folder_unsafe": "The short socket folder in a shared place ($XDG_RUNTIME_DIR/memories or "
+    "/tmp/memories-<uid>, used when the home's path is too long for a socket) exists but is not this user's own folder "
+    "with mode 0700 (another account may have made it first); remove it, or use a shorter --home.",
     "daemon_busy": "The daemon runs but is busy (100 connections open at once, or its queue of new connections full); "
     "retryable: the clients try again for 1.5 s, then say so; try again in a moment.",
     "home_mismatch": "The running daemon serves another home or config file.",

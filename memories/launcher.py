@@ -21,7 +21,7 @@ import msgspec
 from memories import protocol as p
 from memories.client import Client
 from memories.errors import CODES, MemoriesError
-from memories.paths import Home, ensure_private_dir, storage_error
+from memories.paths import Home, ensure_private_dir, ensure_socket_folder, storage_error
 
 START_TIMEOUT = 60.0
 """Seconds ``daemon start`` waits for the socket to answer."""
@@ -70,8 +70,9 @@ def start_daemon(home: Home) -> Started:
         MemoriesError: ``home_mismatch`` when the running daemon uses another config file;
             ``daemon_unresponsive`` when a daemon holds the home but does not answer; the daemon's own start-up
             error (``invalid_config``...); ``daemon_start_failed`` when it neither answers nor says why within
-            :data:`START_TIMEOUT` seconds.
+            :data:`START_TIMEOUT` seconds; ``socket_folder_unsafe`` (:func:`memories.paths.ensure_runtime_dir`).
     """
+    ensure_socket_folder(home)  # first: a socket folder another account made is never connected to, nor used
     client = Client(home)
     running = _running(home, client)
     if running is not None:

@@ -175,6 +175,51 @@ def ensure_private_dir(path: str) -> None:
         raise MemoriesError("invalid_argument", f"cannot create {path}: {exc.strerror}") from None
 
 
+def ensure_socket_folder(home: Home) -> None:
+    """Make the folder of ``home``'s socket ready: ``<home>/run`` by :func:`ensure_private_dir`, or the short socket
+    folder in a shared place (:attr:`Home.socket_path`) by :func:`ensure_runtime_dir`."""
+    folder = os.path.dirname(home.socket_path)
+    if folder == home.run_dir:
+        ensure_private_dir(folder)
+    else:
+        ensure_runtime_dir(folder)
+
+
+def ensure_runtime_dir(path: str) -> None:
+    """Create ``path`` (a folder in ``$XDG_RUNTIME_DIR`` or ``/tmp``) with mode 0700, or accept an existing one only
+    when it is a real folder (no link) of this user with mode 0700 exactly. Any account can create
+    ``/tmp/memories-<uid>`` first: a daemon that used it would put its socket where that account can replace it, and
+    ``chmod`` cannot take such a folder back (issue 29, item 15).
+
+    Raises:
+        MemoriesError: ``socket_folder_unsafe`` naming the owner and mode found; ``disk_full``,
+            ``home_read_only`` or ``invalid_argument`` when it cannot be created.
+    """
+    try:
+        os.mkdir(path, 0o700)
+        os.chmod(path, 0o700)  # ours, just made: the umask may have taken bits away
+        return
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        refused = storage_error(exc.errno, path)
+        if refused is not None:
+            raise refused from None
+        raise MemoriesError("invalid_argument", f"cannot create {path}: {exc.strerror}") from None
+    info = os.lstat(path)
+    mode = stat.S_IMODE(info.st_mode)
+    if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and mode == 0o700:
+        return
+    kind = "a symbolic link" if stat.S_ISLNK(info.st_mode) else "a folder" if stat.S_ISDIR(info.st_mode) else "a file"
+    raise MemoriesError(
+        "socket_folder_unsafe",
+        f"{path} is {kind} of uid {info.st_uid} with mode {mode:04o}, not this user's (uid {os.getuid()}) own folder "
+        "with mode 0700, so the daemon's socket may not go there; remove it (another account may have made it) or "
+        "use a shorter --home",
+        {"folder": path, "uid": info.st_uid, "mode": f"{mode:04o}"},
+    )
+
+
 def make_folders(path: str, mode: int = 0o700) -> None:
     """Create ``path`` and any missing parents, each with exactly ``mode`` (set again after ``mkdir``, so no
     umask can take the owner's search bit away). Existing folders are left as they are.

@@ -74,7 +74,7 @@ from memories.daemon.sync import SyncRequests, crash_after
 from memories.errors import MemoriesError
 from memories.hardening import dumpable
 from memories.models.telemetry import TELEMETRY_ENVIRONMENT
-from memories.paths import Home, ensure_private_dir
+from memories.paths import Home, ensure_socket_folder
 from memories.sync.engine import Sync
 from memories.testing import TestHooks, grant_clock
 from memories.vault.record_store import RecordStore
@@ -206,7 +206,7 @@ class Daemon:
 
     async def serve(self) -> None:
         """Run until ``daemon stop``, SIGTERM or SIGINT."""
-        ensure_private_dir(os.path.dirname(self.home.socket_path))
+        ensure_socket_folder(self.home)
         try:
             async with trio.open_nursery() as nursery:
                 await self.start(nursery)

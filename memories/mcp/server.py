@@ -43,7 +43,7 @@ from memories import protocol as p
 from memories.client import Answer
 from memories.clients import TOKEN_ENV
 from memories.errors import MemoriesError
-from memories.logs import log_failure
+from memories.logs import debug_own_loggers_only, log_failure
 from memories.mcp import link, status
 from memories.mcp.stdio import AnsweringReader, error_line
 from memories.mcp.tools import TOOLS, ToolSpec, decode
@@ -75,12 +75,15 @@ class Peer(Protocol):
 
 
 def logging_to_stderr() -> None:
-    """Warnings and errors to stderr (everything with ``MEMORIES_DEBUG=1``); never to stdout, never a token."""
+    """Warnings and errors to stderr; never to stdout, never a token. With ``MEMORIES_DEBUG=1`` also Memories' own
+    DEBUG lines and the libraries' INFO ones, never a library's DEBUG line: sse_starlette's quote each event streamed,
+    a tool result with note text (:func:`memories.logs.debug_own_loggers_only`)."""
     logging.basicConfig(
         stream=sys.stderr,
-        level=logging.DEBUG if os.environ.get("MEMORIES_DEBUG") else logging.WARNING,
+        level=logging.INFO if os.environ.get("MEMORIES_DEBUG") else logging.WARNING,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
+    debug_own_loggers_only()
 
 
 def _tool(spec: ToolSpec, open_world: bool) -> types.Tool:

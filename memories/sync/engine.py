@@ -16,7 +16,10 @@ folder's file system (an ``OSError``; ``payloads/`` or ``devices/`` not a real f
 is ``sync_folder_error`` naming the folder.
 
 The sync state (:class:`SyncState`, in the store's ``sync`` table) holds the folder, this device's id per vault
-and what each payload file was when last read: names, sizes, times, revision ids, reasons. No content.
+and what each payload file was when last read: names, sizes, times, revision ids, reasons. No content, but the
+folder's path says something about the notes, so the state is sealed under the vault's key
+(:func:`memories.crypto.sync_state_aad`; issue 29, item 15). A state a release before that wrote in clear is read
+once more and sealed at its next write (the next push, pull or timed round).
 """
 
 from __future__ import annotations
@@ -130,7 +133,23 @@ class Sync:
             raise MemoriesError(
                 "invalid_argument", f"vault {vault.name!r} has no sync folder; run `memories sync init` first"
             )
-        return msgspec.msgpack.decode(raw, type=SyncState)
+        return self._open_state(vault, raw)
+
+    def _open_state(self, vault: VaultRow, raw: bytes) -> SyncState:
+        """The state stored as ``raw``: sealed, or in clear as releases before issue 29 wrote it.
+
+        Raises:
+            MemoriesError: ``vault_locked``; ``integrity_error`` when it neither opens nor is a state in clear.
+        """
+        key = self._keys.vault_key(vault)
+        try:
+            plain = crypto.open_sealed(key, raw, crypto.sync_state_aad(vault.id))
+        except MemoriesError as sealed_error:
+            try:
+                return msgspec.msgpack.decode(raw, type=SyncState)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                raise sealed_error from None
+        return msgspec.msgpack.decode(plain, type=SyncState)
 
     def synced(self) -> list[VaultRow]:
         """The vaults that have a sync folder."""
@@ -299,7 +318,7 @@ class Sync:
         no longer syncs."""
         raw = self._store.sync_state(vault.id)
         if raw is not None:
-            state = msgspec.msgpack.decode(raw, type=SyncState)
+            state = self._open_state(vault, raw)
             timer_error = TimerError(error.code, error.message, time.time())
             self._save(vault, msgspec.structs.replace(state, timer_error=timer_error))
 
@@ -317,7 +336,10 @@ class Sync:
         return found, problems
 
     def _save(self, vault: VaultRow, state: SyncState) -> None:
-        self._store.put_sync_state(vault.id, msgspec.msgpack.encode(state))
+        sealed = crypto.seal(
+            self._keys.vault_key(vault), msgspec.msgpack.encode(state), crypto.sync_state_aad(vault.id)
+        )
+        self._store.put_sync_state(vault.id, sealed)
 
 
 _NAMED = re.compile(r"[0-9a-f]{64}(?![0-9a-f])")

@@ -390,12 +390,13 @@ class Store:
     # -- sync state ----------------------------------------------------------------------------------------
 
     def sync_state(self, vault_id: str) -> bytes | None:
-        """The vault's sync state (MessagePack, :class:`memories.sync.engine.SyncState`), or ``None``."""
+        """The vault's sync state (:class:`memories.sync.engine.SyncState` as MessagePack sealed under the vault's
+        key, or in clear as releases before issue 29 stored it), or ``None``."""
         row = self._db.execute("SELECT state FROM sync WHERE vault_id = ?", (vault_id,)).fetchone()
         return row[0] if row else None
 
     def put_sync_state(self, vault_id: str, state: bytes) -> None:
-        """Store the vault's sync state."""
+        """Store the vault's sync state (sealed by :mod:`memories.sync.engine`)."""
         with self._transaction():
             self._db.execute(
                 "INSERT INTO sync (vault_id, state) VALUES (?, ?) "

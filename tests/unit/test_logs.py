@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import ast
 import logging
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -45,3 +48,26 @@ def test_nothing_in_the_package_logs_a_traceback_another_way() -> None:
             if node.func.attr == "exception" or any(keyword.arg == "exc_info" for keyword in node.keywords):
                 offenders.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
     assert offenders == []
+
+
+def test_mcp_serve_in_debug_mode_logs_no_library_payload(tmp_path: Path) -> None:
+    """``mcp serve --http`` with ``MEMORIES_DEBUG=1`` set the root logger to DEBUG, and sse_starlette logs every event
+    it streams (``chunk: ...``, a tool result with note text) at DEBUG (issue 29, item 15). Memories' own DEBUG lines
+    stay; no library's DEBUG line is written. In a child process: the logging set-up is process-wide."""
+    script = (
+        "import logging\n"
+        "from memories.mcp.server import logging_to_stderr\n"
+        "logging_to_stderr()\n"
+        "logging.getLogger('sse_starlette.sse').debug('chunk: %s', b'data: zqx note text')\n"
+        "logging.getLogger('mcp.server.runner').debug('dropped a frame: %r', 'zqx note text')\n"
+        "logging.getLogger('some.library').debug('zqx note text')\n"
+        "logging.getLogger('memories.mcp').debug('a debug line of our own')\n"
+        "logging.getLogger('uvicorn.error').info('Uvicorn running')\n"
+    )
+    environment = {**os.environ, "MEMORIES_DEBUG": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=environment, capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert "zqx" not in done.stderr
+    assert "a debug line of our own" in done.stderr and "Uvicorn running" in done.stderr

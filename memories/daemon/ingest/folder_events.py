@@ -27,6 +27,7 @@ import trio
 from memories.daemon.core.context import StartSoon
 from memories.daemon.ingest.folder_scan import CONFIRM_SECONDS
 from memories.daemon.ingest.note_files import TEXT_SUFFIXES, is_temporary
+from memories.logs import without_folder
 from memories.vault.store import VaultRow
 from memories.vault.watches import Watch
 
@@ -141,7 +142,7 @@ class Watchers:
                 problem = _watcher_failed(exc)
         if notify is None:
             runner.mode, runner.note = "scanning", problem
-            log.warning("watch %s: %s", watch.id, problem)
+            log.warning("watch %s: %s", watch.id, without_folder(problem or "", watch.folder))
             return
         stop = threading.Event()
         with notify:
@@ -156,7 +157,7 @@ class Watchers:
                             runner.wake.set()
                 except Exception as exc:  # the watcher broke: scan on a timer from now on
                     runner.mode, runner.note = "scanning", _watcher_failed(exc)
-                    log.warning("watch %s: %s", watch.id, runner.note)
+                    log.warning("watch %s: %s", watch.id, without_folder(runner.note, watch.folder))
                 finally:
                     nursery.cancel_scope.cancel()
 

@@ -41,7 +41,7 @@ from memories.daemon.ingest.folder_scan import FolderProblem, Listing, Plan, ide
 from memories.daemon.ingest.job import Ingest
 from memories.daemon.ingest.note_files import exclusions
 from memories.errors import MemoriesError
-from memories.logs import log_failure
+from memories.logs import log_failure, without_folder
 from memories.testing import TestHooks, grant_clock, unreadable_folders
 from memories.vault.rules import new_id
 from memories.vault.store import VaultRow
@@ -308,11 +308,11 @@ class FolderWatches:
         return await self._jobs.run(job, work)
 
     async def _pause(self, vault: VaultRow, watch: Watch, why: str, *, resumed: bool = False) -> MemoriesError:
-        """Pause the watch (stored), log it, and return the ``watch_paused`` error its job ends with (``resumed``:
-        a ``--resume`` found the deletions still over the limit)."""
+        """Pause the watch (stored), log it without its folder, and return the ``watch_paused`` error its job ends
+        with (``resumed``: a ``--resume`` found the deletions still over the limit)."""
         watch.paused = why
         await self._store.put_watch(vault, watch)
-        log.warning("watch %s of vault %s paused: %s", watch.id, vault.id, why)
+        log.warning("watch %s of vault %s paused: %s", watch.id, vault.id, without_folder(why, watch.folder))
         return _paused(vault, watch, resumed=resumed)
 
     async def _delete(self, vault: VaultRow, watch: Watch, sources: list[str], now: float) -> list[p.IngestResult]:
