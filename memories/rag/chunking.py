@@ -8,7 +8,14 @@ chunk edge is still whole in one of them. Cuts prefer, in this order::
     sentence end      。！？… or .!? followed by space or the end, with closing quotes/brackets after them
     line break        a single newline (lists, tables and code have no sentence ends)
     clause or space   ，、；：,;: or whitespace
-    hard              anywhere, but never between a character and its combining marks or joiners
+    hard              anywhere, but never between a character and its combining marks or joiners (within
+                      MAX_CLUSTER code points: a longer run of them has no place to part)
+
+Chunk size holds for any text: consecutive chunks start at least :func:`min_advance` code points apart, so a body
+of ``n`` UTF-8 bytes has at most ``n // min_advance(max_chars) + 1`` chunks (8,193 for 768 KiB at the default
+sizes); a note's share of the index grows with its size, never with what it is made of (issue 29, item 10: a 1 MB
+note of combining marks was cut into 499,234 chunks). Ordinary text never meets either bound, so its chunks (and
+the hashes its kept vectors are keyed by) are what they were.
 
 Each chunk carries its code point span (``start``/``end``, what Python slices with) and its UTF-8 byte span
 (``byte_start``/``byte_end``, what results report, R-10), both half-open, and the SHA-256 of its UTF-8 text.
@@ -31,6 +38,19 @@ MAX_CHUNK_CHARS = 768
 
 CHUNK_OVERLAP = 128
 """Usual overlap between consecutive chunks in code points (R-16)."""
+
+
+def min_advance(max_chars: int) -> int:
+    """Fewest code points from one chunk's start to the next one's (96 at the default sizes): so a body of ``n``
+    code points (at least ``n`` UTF-8 bytes) has at most ``n // min_advance(max_chars) + 1`` chunks, whatever it
+    holds (issue 29, item 10). Ordinary text never comes near it: its chunks start about ``max_chars - overlap``
+    apart."""
+    return max(1, max_chars // 8)
+
+
+MAX_CLUSTER = 32
+"""Most code points a hard cut backs off to keep a character with its combining marks and joiners: Unicode's
+stream-safe text format (UAX #15) allows 30 non-starters in a row, and no real character needs more."""
 
 # Boundary patterns. Each match yields one cut position p: body[:p] ends a unit, body[p:] starts the next one
 # (after its leading whitespace). Whitespace-like separators cut before themselves, punctuation after itself.
@@ -77,8 +97,10 @@ def chunk_text(
 
     The end of a chunk is the last boundary of the best class found in the back half of its window, so chunks
     are not tiny; the next chunk starts at the boundary nearest to ``end - overlap`` (within a quarter of the
-    overlap), else exactly there. Starts strictly increase, every non-whitespace character of the body lies in
-    some chunk, and no chunk begins or ends with whitespace. Time and memory are linear in ``len(body)``.
+    overlap), else exactly there, and never less than :func:`min_advance` after the previous start (unless the
+    previous chunk ended sooner). Starts strictly increase, every non-whitespace character of the body lies in
+    some chunk, and no chunk begins or ends with whitespace. Time and memory are linear in ``len(body)``, and so is
+    the number of chunks, at most ``len(body) // min_advance(max_chars) + 1``.
 
     Args:
         body: the record body (a ``str`` without lone surrogates, as decoded from UTF-8).
@@ -131,7 +153,7 @@ def chunk_text(
         if end >= text_end:
             return chunks
         uncovered = _skip_space(body, end)
-        start = _next_start(body, boundaries, start, end, overlap)
+        start = _next_start(body, boundaries, start, end, overlap, least=start + min_advance(max_chars))
         if start + max_chars <= uncovered:
             # A whitespace gap wider than the window: overlapping would not reach new text.
             start = uncovered
@@ -188,22 +210,29 @@ class _ByteOffsets:
         return self._byte
 
 
-def _next_start(body: str, boundaries: _Boundaries, start: int, end: int, overlap: int) -> int:
-    """Where the chunk after ``body[start:end]`` begins: near ``end - overlap``, after ``start``."""
+def _next_start(body: str, boundaries: _Boundaries, start: int, end: int, overlap: int, least: int) -> int:
+    """Where the chunk after ``body[start:end]`` begins: near ``end - overlap``, after ``start``, and not before
+    ``least`` unless the chunk ends first (then at its end: the text after it is new)."""
     target = end - overlap
     slack = overlap // 4
     low, high = max(start + 1, target - slack), min(end, target + slack)
     cut = boundaries.nearest_cut(target, low, high) if low <= high else None
     if cut is None:
         cut = _back_off(body, max(target, start + 1), start)
-    return _skip_space(body, cut)
+    return _skip_space(body, max(cut, min(least, end)))
 
 
 def _back_off(body: str, index: int, floor: int) -> int:
-    """Move a hard cut left (not to ``floor`` or below) until it falls between two characters that may part."""
-    while index - 1 > floor and index < len(body) and _continues(body, index):
-        index -= 1
-    return index
+    """Move a hard cut left (not to ``floor`` or below, nor more than :data:`MAX_CLUSTER` code points) until it falls
+    between two characters that may part; where none is that near, the cut stays at ``index``: a run of combining
+    marks or joined characters longer than any real character has no place to part, and backing off over it made
+    about one chunk per character (issue 29, item 10)."""
+    moved = index
+    while moved - 1 > floor and moved < len(body) and _continues(body, moved):
+        if index - moved >= MAX_CLUSTER:
+            return index
+        moved -= 1
+    return moved
 
 
 def _continues(body: str, index: int) -> bool:
