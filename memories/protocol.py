@@ -272,11 +272,6 @@ class _Filtered(_Message):
     meta: MetaPairs = {}
 
 
-def filters_of(request: _Filtered) -> dict[str, Any]:
-    """The filter fields of ``request``, to pass them on to another request (``**filters_of(call)``)."""
-    return {name: getattr(request, name) for name in FILTER_FIELDS}
-
-
 class MemoryList(ClientRequest["RecordListing"], _Filtered, kw_only=True):
     """``memory list``: summaries (never bodies) of the vault's records, of ``kind`` only when given, filtered as
     searches are (:class:`_Filtered`; ``kind`` is any record kind here)."""
@@ -361,9 +356,9 @@ class RagUnwatch(ClientRequest["Done"]):
     folder: str
 
 
-class RagSearch(ClientRequest["SearchReport"], _Filtered, kw_only=True):
-    """``rag search``: ``limit`` counts **chunks** (at most 100); ``mode`` ``None`` is hybrid when the model
-    is installed and the vault (nearly) embedded, else bm25."""
+class _ChunkSearch(_Filtered, kw_only=True):
+    """The options of a search of chunks, shared by ``rag search`` and ``rag explain`` (the daemon makes them one
+    ``memories.daemon.search.spec.SearchSpec``)."""
 
     vault: str
     query: str
@@ -372,25 +367,24 @@ class RagSearch(ClientRequest["SearchReport"], _Filtered, kw_only=True):
     limit: int = 10
     cards_only: bool = False
     no_rerank: bool = False
+
+
+class RagSearch(ClientRequest["SearchReport"], _ChunkSearch, kw_only=True):
+    """``rag search``: ``limit`` counts **chunks** (at most 100); ``mode`` ``None`` is hybrid when the model
+    is installed and the vault (nearly) embedded, else bm25; ``highlight`` computes ``highlights`` for each hit."""
+
     highlight: bool = False
     """Compute ``highlights`` for each hit (the CLI asks for them for human output only; they cost ~0.2 ms a hit)."""
 
 
-class RagExplain(ClientRequest["ExplainReport"], _Filtered, kw_only=True):
+class RagExplain(ClientRequest["ExplainReport"], _ChunkSearch, kw_only=True):
     """``rag explain``: why each result of a search ranks where it does, stage by stage, and the same for one
     ``chunk`` that may not have made the list (``RECORD`` or ``RECORD:N`` for its N-th chunk, ``RECORD`` a record
     id, source path or title; or a chunk-hash prefix of at least 8 hex digits), from the code path that ranks
     ``rag search``. It embeds no chunk (the query
     only, in vector and hybrid modes) and calls the learned ``[rag.rerank]`` service only with ``rerank``.
-    The other fields are :class:`RagSearch`'s."""
+    The other fields are :class:`_ChunkSearch`'s."""
 
-    vault: str
-    query: str
-    mode: SearchMode | None = None
-    match_mode: MatchMode = "any"
-    limit: int = 10
-    cards_only: bool = False
-    no_rerank: bool = False
     chunk: str | None = None
     rerank: bool = False
 

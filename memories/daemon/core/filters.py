@@ -20,7 +20,9 @@ from memories.vault.catalog import split_tags
 from memories.vault.rules import check_meta
 from memories.vault.views import ListedRecord
 
-Filtered = p.MemoryList | p.MemorySearch | p.RagSearch | p.RagExplain | p.RagAsk
+Filtered = (
+    p.MemoryList | p.MemorySearch | p.RagSearch | p.RagExplain | p.RagAsk | p.ToolSearch | p.ToolRetrieve | p.ToolAsk
+)
 """The requests that take search filters."""
 
 

@@ -35,6 +35,7 @@ from memories.daemon.grants.registry import Grants
 from memories.daemon.index.status import IndexStatus
 from memories.daemon.search.ask import Asking
 from memories.daemon.search.retrieval import Retrieval
+from memories.daemon.search.spec import SearchSpec
 from memories.errors import MemoriesError
 from memories.vault.catalog import split_tags
 from memories.vault.store import VaultRow
@@ -159,27 +160,13 @@ class Tools:
 
     async def _answer(self, call: p.ToolCall, vault: VaultRow, ctx: RequestContext) -> p.Result:
         if isinstance(call, p.ToolSearch):
-            found = await self._retrieval.memory_search(
-                p.MemorySearch(vault=vault.id, query=call.query, limit=call.limit, **p.filters_of(call)), ctx
-            )
+            found = await self._retrieval.record_search(vault, SearchSpec.of(call), ctx)
             records, omitted = fit_hits(
                 found.results, _overhead(p.ToolSearchReport(results=[], truncated=True, omitted=0))
             )
             return p.ToolSearchReport(results=records, truncated=omitted > 0, omitted=omitted)
         if isinstance(call, p.ToolRetrieve):
-            report = await self._retrieval.search(
-                p.RagSearch(
-                    vault=vault.id,
-                    query=call.query,
-                    mode=call.mode,
-                    match_mode=call.match_mode,
-                    limit=call.limit,
-                    cards_only=call.cards_only,
-                    no_rerank=call.no_rerank,
-                    **p.filters_of(call),
-                ),
-                ctx,
-            )
+            report = await self._retrieval.report(vault, SearchSpec.of(call), ctx)
             empty = p.ToolRetrieveReport(
                 mode=report.mode,
                 match_mode=report.match_mode,
@@ -193,17 +180,7 @@ class Tools:
         if isinstance(call, p.ToolAsk):
             if not self._asking.configured:  # the owner's message names `rag ask` and the daemon's config file
                 raise MemoriesError("generation_not_configured", NO_GENERATION)
-            answer = await self._asking.ask(
-                p.RagAsk(
-                    vault=vault.id,
-                    question=call.question,
-                    mode=call.mode,
-                    limit=call.limit,
-                    cards_only=call.cards_only,
-                    **p.filters_of(call),
-                ),
-                ctx,
-            )
+            answer = await self._asking.answer(vault.id, SearchSpec.of(call), ctx)
             return fit_answer(answer)
         assert isinstance(call, p.ToolRead)
         try:

@@ -46,14 +46,13 @@ from memories.caps import cut_answer
 from memories.config import GenerationConfig, RagConfig
 from memories.daemon.core.context import Handlers, RequestContext
 from memories.daemon.core.egress import check_current_policy, refuse_device_only
-from memories.daemon.core.filters import search_filter
 from memories.daemon.core.jobs import JobManager, VaultJob
 from memories.daemon.core.store_gate import StoreGate
 from memories.daemon.core.workers import WorkerHandle
 from memories.daemon.index.backends import request_budget
 from memories.daemon.search.retrieval import Retrieval
+from memories.daemon.search.spec import SearchSpec
 from memories.errors import MemoriesError
-from memories.limits import check_result_limit
 from memories.rag.answers import Source, parse_answer, select_sources, user_prompt
 from memories.vault.store import VaultRow
 from memories.vault.views import IndexText
@@ -110,7 +109,17 @@ class Asking:
         return generation.url if generation is not None else None
 
     async def ask(self, request: p.RagAsk, ctx: RequestContext) -> p.AskReport:
-        """Answer ``request.question`` from the vault (see the module docstring).
+        """``rag ask``: :meth:`answer` of the request's question and search.
+
+        Raises:
+            MemoriesError: ``limit_too_large`` and a malformed filter's ``invalid_argument`` (before any work), and
+                what :meth:`answer` raises.
+        """
+        return await self.answer(request.vault, SearchSpec.of(request), ctx)
+
+    async def answer(self, vault_ref: str, search: SearchSpec, ctx: RequestContext) -> p.AskReport:
+        """Answer the question ``search.query`` from the evidence of ``search`` in the vault ``vault_ref`` names (a
+        name or id; see the module docstring).
 
         Raises:
             MemoriesError: ``generation_not_configured``, ``device_only_vault``, ``invalid_model_output`` (with the
@@ -123,18 +132,7 @@ class Asking:
                 f"`rag ask` needs a [rag.generation] table (protocol, url and model; api_key_env too unless the url "
                 f"is a loopback address) in {self._config_path}; restart the daemon after adding it",
             )
-        check_result_limit(request.limit)
-        vault = await self._vault(request.vault, generation)
-        search = p.RagSearch(
-            vault=request.vault,
-            query=request.question,
-            mode=request.mode,
-            limit=request.limit,
-            cards_only=request.cards_only,
-            no_rerank=request.no_rerank,
-            **p.filters_of(request),
-        )
-        search_filter(search)  # a malformed filter fails before any work
+        vault = await self._vault(vault_ref, generation)
         job = self._jobs.new_job("ask", vault.id, vault.name, epoch_checked=True)
         ctx.attach(job)
         generated: _Generated | None = None  # kept across the job's runs: a vault change alone never pays again
@@ -151,7 +149,7 @@ class Asking:
                 return _insufficient(mode, "retrieval")
             sources = select_sources([(hit.title, hit.text) for hit in hits], generation.max_context_chars)
             await check_current_policy(self._store, current, generation.url, "rag.generation")
-            reply = await self._generate(job, generation, request.question, sources)
+            reply = await self._generate(job, generation, search.query, sources)
             generated = _Generated(mode, sources, hits[: len(sources)], reply.text)
             return generated.report()
 

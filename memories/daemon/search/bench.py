@@ -27,6 +27,7 @@ from memories.daemon.core.store_gate import StoreGate
 from memories.daemon.index.backends import EmbeddingBackend
 from memories.daemon.index.feed import IndexFeed
 from memories.daemon.search.retrieval import Retrieval
+from memories.daemon.search.spec import SearchSpec
 from memories.errors import MemoriesError
 from memories.limits import MAX_RESULTS
 from memories.rag.metrics import mrr_at, ndcg_at, recall_at
@@ -80,7 +81,7 @@ class Bench:
         for position, mode in enumerate(modes):
             ndcg, recall, mrr, missed = [], [], [], []
             for number, question in enumerate(request.questions):
-                search = p.RagSearch(vault=vault.id, query=question.query, mode=mode, limit=MAX_RESULTS)
+                search = SearchSpec(query=question.query, mode=mode, limit=MAX_RESULTS)
                 done = position * len(request.questions) + number
                 found = await self._retrieval.searched(
                     vault, search, ctx, learned=request.rerank, progress=(done, total, "searches")

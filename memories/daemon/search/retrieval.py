@@ -23,14 +23,13 @@ from memories import worker_protocol as w
 from memories.config import RagConfig, RerankConfig
 from memories.daemon.core.context import Handlers, RequestContext
 from memories.daemon.core.egress import check_current_policy, leaves_device, refuse_device_only
-from memories.daemon.core.filters import search_filter
 from memories.daemon.core.jobs import JobManager, VaultJob
 from memories.daemon.core.store_gate import StoreGate
 from memories.daemon.core.workers import WorkerHandle
 from memories.daemon.index.backends import EmbeddingBackend, request_budget
 from memories.daemon.index.feed import IndexFeed
 from memories.daemon.search.embedding import SearchEmbedding
-from memories.limits import check_result_limit
+from memories.daemon.search.spec import SearchSpec
 from memories.vault.store import VaultRow
 
 MEMORY_SEARCH_CHUNKS_PER_RECORD = 3
@@ -98,21 +97,28 @@ class Retrieval:
         return {p.MemorySearch: self.memory_search, p.RagSearch: self.search, p.RagExplain: self.explain}
 
     async def search(self, request: p.RagSearch, ctx: RequestContext) -> p.SearchReport:
-        """``rag search``: chunks in rank order with labels S1..Sn (R-07, R-10).
+        """``rag search``: :meth:`report` of the request's search.
 
         Raises:
-            MemoriesError: ``limit_too_large``, ``query_too_long``, ``too_many_terms``, ``vault_too_large``,
-                ``model_not_installed``, ``model_invalid``, ``budget_exceeded`` and the workers' failures.
+            MemoriesError: ``limit_too_large`` and a malformed filter's ``invalid_argument`` (before any work), and
+                what :meth:`report` raises.
         """
-        check_result_limit(request.limit)
-        search_filter(request)  # a malformed filter fails before any work
-        vault = await self._store.resolve_unlocked(request.vault)
-        found = await self.searched(vault, request, ctx)
+        spec = SearchSpec.of(request)
+        return await self.report(await self._store.resolve_unlocked(request.vault), spec, ctx)
+
+    async def report(self, vault: VaultRow, spec: SearchSpec, ctx: RequestContext) -> p.SearchReport:
+        """Chunks in rank order with labels S1..Sn (R-07, R-10), and whether they are weak matches (a warning too).
+
+        Raises:
+            MemoriesError: ``query_too_long``, ``too_many_terms``, ``vault_too_large``, ``model_not_installed``,
+                ``model_invalid``, ``budget_exceeded`` and the workers' failures.
+        """
+        found = await self.searched(vault, spec, ctx)
         if found.weak_matches:
             ctx.warn(WEAK_MATCHES)
         return p.SearchReport(
             mode=found.mode,
-            match_mode=request.match_mode,
+            match_mode=spec.match_mode,
             results=_labelled(found.hits),
             weak_matches=found.weak_matches,
         )
@@ -125,19 +131,8 @@ class Retrieval:
         Raises:
             MemoriesError: what :meth:`search` raises, and for ``chunk`` ``record_not_found`` or ``invalid_argument``.
         """
-        check_result_limit(request.limit)
+        search = SearchSpec.of(request)  # a malformed filter fails before any work
         vault = await self._store.resolve_unlocked(request.vault)
-        search = p.RagSearch(
-            vault=vault.id,
-            query=request.query,
-            mode=request.mode,
-            match_mode=request.match_mode,
-            limit=request.limit,
-            cards_only=request.cards_only,
-            no_rerank=request.no_rerank,
-            **p.filters_of(request),
-        )
-        search_filter(search)  # a malformed filter fails before any work
         job = self._jobs.new_job("explain", vault.id, vault.name, epoch_checked=True)
         ctx.attach(job)
 
@@ -161,7 +156,7 @@ class Retrieval:
                 results=chunks,
                 chunk=named,
                 missing_vectors=found.missing_vectors if mode != "bm25" else 0,
-                notes=_explain_notes(mode, request, found.missing_vectors, self._rag.rerank),
+                notes=_explain_notes(mode, request.no_rerank, request.rerank, found.missing_vectors, self._rag.rerank),
                 weak_matches=retrieved.weak_matches,
             )
 
@@ -170,7 +165,7 @@ class Retrieval:
     async def searched(
         self,
         vault: VaultRow,
-        request: p.RagSearch,
+        spec: SearchSpec,
         ctx: RequestContext,
         *,
         learned: bool = True,
@@ -184,14 +179,14 @@ class Retrieval:
         ctx.attach(job)
         if progress is not None:
             job.progress(*progress)
-        return await self._jobs.run(job, lambda job: self._retrieve(job, vault, ctx, request, learned=learned))
+        return await self._jobs.run(job, lambda job: self._retrieve(job, vault, ctx, spec, learned=learned))
 
     async def retrieve(
         self,
         job: VaultJob,
         vault: VaultRow,
         ctx: RequestContext,
-        request: p.RagSearch,
+        spec: SearchSpec,
         *,
         evidence: bool = False,
         learned: bool = True,
@@ -204,7 +199,7 @@ class Retrieval:
             MemoriesError: ``device_only_vault`` (before any request leaves), the search's limits, the embedding
                 backend's and the reranker's failures.
         """
-        found = await self._retrieve(job, vault, ctx, request, evidence=evidence, learned=learned)
+        found = await self._retrieve(job, vault, ctx, spec, evidence=evidence, learned=learned)
         return found.mode, found.hits
 
     async def _retrieve(
@@ -212,7 +207,7 @@ class Retrieval:
         job: VaultJob,
         vault: VaultRow,
         ctx: RequestContext,
-        request: p.RagSearch,
+        spec: SearchSpec,
         *,
         evidence: bool = False,
         learned: bool = True,
@@ -223,14 +218,14 @@ class Retrieval:
         :data:`RERANK_CANDIDATES` handed to it rather than the ``limit`` it keeps."""
         self._index_feed.over.check(job, vault)  # a vault found over its limits: refused before any other step
         backend = self._backend
-        mode = request.mode
+        mode = spec.mode
         if mode is None:
             mode = await self._embedding.default_mode(job, vault, ctx)
         elif mode != "bm25":
             refuse_device_only(vault, backend.egress_url, "rag.embedding")
-        rerank = None if request.no_rerank or not learned else self._rag.rerank
+        rerank = None if spec.no_rerank or not learned else self._rag.rerank
         if rerank is not None and vault.device_only and leaves_device(rerank.url):
-            if request.mode is None:
+            if spec.mode is None:
                 ctx.warn(f"not reranking: vault {vault.name} is device-only and [rag.rerank] is not loopback")
                 rerank = None
             else:
@@ -238,7 +233,7 @@ class Retrieval:
         space, vector = None, None
         if mode != "bm25":
             # Check the query before the costly steps: a query over the limits, or one that finds nothing.
-            checked = await job.call(self._index, w.IndexCheckQuery(query=request.query))
+            checked = await job.call(self._index, w.IndexCheckQuery(query=spec.query))
             if checked.terms == 0 and explain is None:
                 return Retrieved(mode, [])
             if checked.terms:
@@ -246,22 +241,22 @@ class Retrieval:
                 if explain is None:
                     await self._embedding.prepare(job, vault, space, ctx)
                 await check_current_policy(self._store, vault, backend.egress_url, "rag.embedding")
-                vector = await backend.embed_query(job, request.query)
+                vector = await backend.embed_query(job, spec.query)
         query = w.IndexQuery(
             vault=vault.id,
             epoch=job.epoch,
-            query=request.query,
+            query=spec.query,
             mode=mode,
-            match_mode=request.match_mode,
-            limit=max(request.limit, RERANK_CANDIDATES) if rerank is not None else request.limit,
-            cards_only=request.cards_only,
-            no_rerank=request.no_rerank,
-            highlight=request.highlight,
+            match_mode=spec.match_mode,
+            limit=max(spec.limit, RERANK_CANDIDATES) if rerank is not None else spec.limit,
+            cards_only=spec.cards_only,
+            no_rerank=spec.no_rerank,
+            highlight=spec.highlight,
             space=space,
             query_vector=vector,
             evidence=w.Evidence(backend.min_similarity if mode != "bm25" else None) if evidence else None,
             explain=explain,
-            filter=search_filter(request),
+            filter=spec.filter,
             min_similarity=backend.min_similarity if mode != "bm25" else None,
         )
         reply = await self._query(job, vault, query, ctx)
@@ -270,54 +265,53 @@ class Retrieval:
         if rerank is not None and len(hits) > 1:
             await check_current_policy(self._store, vault, rerank.url, "rag.rerank")
             budget = request_budget(job, self._default_budget)
-            ranked = await _learned_rerank(
-                job, self._remote, self._rag, rerank, request.query, hits, request.limit, budget
-            )
+            ranked = await _learned_rerank(job, self._remote, self._rag, rerank, spec.query, hits, spec.limit, budget)
             if explained is not None:
-                for hit in ranked[: request.limit]:
+                for hit in ranked[: spec.limit]:
                     explained[id(hit)].learned = hit.score
             hits = ranked
-        hits = hits[: request.limit]
+        hits = hits[: spec.limit]
         chunks = None if explained is None else [explained[id(hit)] for hit in hits]
         return Retrieved(mode, hits, chunks, explanation, reply.weak_matches)
 
     async def memory_search(self, request: p.MemorySearch, ctx: RequestContext) -> p.MemorySearchReport:
-        """``memory search``: lexical (BM25), grouped by record, best record first (R-06, R-11).
+        """``memory search``: :meth:`record_search` of the request (its limit and filters checked first)."""
+        spec = SearchSpec.of(request)
+        return await self.record_search(await self._store.resolve_unlocked(request.vault), spec, ctx)
 
-        Chunks are fetched ``limit`` × 12 at a time, deeper until ``limit`` records are found or no more match.
+    async def record_search(self, vault: VaultRow, spec: SearchSpec, ctx: RequestContext) -> p.MemorySearchReport:
+        """Lexical (BM25, match mode ``any``), grouped by record, best record first (R-06, R-11): at most
+        ``spec.limit`` records. Chunks are fetched ``limit`` × 12 at a time, deeper until ``limit`` records are
+        found or no more match.
+
+        Raises:
+            MemoriesError: ``query_too_long``, ``too_many_terms``, ``vault_too_large``, ``budget_exceeded`` and the
+                index worker's failures.
         """
-        search = search_filter(request)
-        vault, job = await self._start(request.vault, request.limit, ctx)
+        job = self._jobs.new_job("search", vault.id, vault.name, epoch_checked=True)
+        ctx.attach(job)
 
         async def work(job: VaultJob) -> p.MemorySearchReport:
-            depth = request.limit * MEMORY_SEARCH_CHUNKS_PER_RECORD * 4
+            depth = spec.limit * MEMORY_SEARCH_CHUNKS_PER_RECORD * 4
             while True:
                 query = w.IndexQuery(
                     vault=vault.id,
                     epoch=job.epoch,
-                    query=request.query,
+                    query=spec.query,
                     mode="bm25",
                     match_mode="any",
                     limit=depth,
                     cards_only=False,
                     no_rerank=True,
-                    filter=search,
+                    filter=spec.filter,
                 )
                 hits = (await self._query(job, vault, query, ctx)).hits
-                records = _group(hits, request.limit)
-                if len(records) == request.limit or len(hits) < depth or depth >= self._index_feed.over.limits.chunks:
+                records = _group(hits, spec.limit)
+                if len(records) == spec.limit or len(hits) < depth or depth >= self._index_feed.over.limits.chunks:
                     return p.MemorySearchReport(results=records)
                 depth *= 4
 
         return await self._jobs.run(job, work)
-
-    async def _start(self, vault_ref: str, limit: int, ctx: RequestContext) -> tuple[VaultRow, VaultJob]:
-        """Check the limit, resolve the vault and make the search job (attached to the client's connection)."""
-        check_result_limit(limit)
-        vault = await self._store.resolve_unlocked(vault_ref)
-        job = self._jobs.new_job("search", vault.id, vault.name, epoch_checked=True)
-        ctx.attach(job)
-        return vault, job
 
     async def _query(self, job: VaultJob, vault: VaultRow, query: w.IndexQuery, ctx: RequestContext) -> w.IndexHits:
         """Run one query at the job's epoch in the index worker (cache synced first); keep hits of eligible records,
@@ -376,20 +370,22 @@ async def _learned_rerank(
     return ordered
 
 
-def _explain_notes(mode: p.SearchMode, request: p.RagExplain, missing: int, rerank: RerankConfig | None) -> list[str]:
-    """What ``rag explain`` did not run, and why (``missing``: chunks without a vector; ``rerank``: the learned
-    reranker configured, if any)."""
+def _explain_notes(
+    mode: p.SearchMode, no_rerank: bool, learned: bool, missing: int, rerank: RerankConfig | None
+) -> list[str]:
+    """What ``rag explain`` did not run, and why (``no_rerank``, ``learned``: its ``--no-rerank`` and ``--rerank``;
+    ``missing``: chunks without a vector; ``rerank``: the learned reranker configured, if any)."""
     notes = []
     if mode == "bm25":
         notes.append("bm25 mode: no vector ranking, fusion or reranker")
-    elif request.no_rerank:
+    elif no_rerank:
         notes.append("--no-rerank: neither the lightweight nor the learned reranker ran")
     if mode != "bm25" and missing:
         notes.append(
             f"{missing} chunks have no vector and are not in the vector ranking; `rag index` embeds them "
             "(explain never does, a search embeds up to 64 first)"
         )
-    if rerank is not None and not request.no_rerank and not request.rerank:
+    if rerank is not None and not no_rerank and not learned:
         notes.append("stopped before the learned reranker [rag.rerank]: --rerank calls it (it costs money)")
     return notes
 
