@@ -208,7 +208,8 @@ def test_budget_cut_then_retry_embeds_only_the_rest(home: HomeDir, tiny_model: T
     # Lock restarts the index worker (status works while locked and says so); its vectors come back from the home.
     home.ok("lock")
     status = home.ok("rag", "status", "notes")
-    assert (status["locked"], status["cache"], status["embedded"], status["chunks"]) == (True, "cold", 0, 0)
+    # embedded is null: the vectors are kept sealed in the home, not loaded (issue 29 item 8: it said 0)
+    assert (status["locked"], status["cache"], status["embedded"], status["chunks"]) == (True, "cold", None, 0)
     assert status["vectors"] == "sealed in the home"
     home.ok("unlock", "--passphrase-stdin", stdin=PASSPHRASE + "\n")
     assert home.ok("rag", "index", "notes") == {"embedded_now": 0, "reused": len(NOTES), "missing": 0, "failed": []}

@@ -516,7 +516,7 @@ def test_title_with_several_files_is_a_usage_error(lab: Lab) -> None:
 
 def test_rag_search_document_shape_labels_scores_and_hashes(lab: Lab) -> None:
     document = lab.search("ownership 所有權 heap", vault="corpus", limit=20)
-    assert set(document) == {"mode", "match_mode", "results"}
+    assert set(document) == {"mode", "match_mode", "results", "weak_matches"}
     assert (document["mode"], document["match_mode"]) == ("bm25", "any")
     hits = document["results"]
     assert len(hits) == 20
