@@ -64,6 +64,7 @@ from memories import worker_protocol as w
 from memories.config import DEFAULT_LOCAL_THREADS, RagConfig
 from memories.models.embedding import DOCUMENT_PREFIX, document_input, query_input
 from memories.models.telemetry import disable_telemetry_environment
+from memories.rag.metrics import ndcg_at
 from memories.rag.notes import note_chunks
 from memories.rag.pipeline import VaultCache
 from memories.rag.vectors import input_hash
@@ -305,7 +306,8 @@ def rule_figures(benchmark: Benchmark, vectors: Vectors) -> dict[str, dict[str, 
     keyed ``bm25``, ``vector@0.55``, ``hybrid@0.55``…; and the ``weak_matches`` flag of ``rag search``
     (:data:`SEARCH_LIMIT` results) at the same threshold: ``weak`` share of the queries flagged with their answer
     in the vault, ``weak_found`` flagged although a relevant record is among the results, ``weak_without_answer``
-    flagged when the answers are removed (the folds as above: what the flag should say)."""
+    flagged when the answers are removed (the folds as above: what the flag should say); ``weak_ndcg_cost`` the
+    mean nDCG@10 (record level, :data:`SEARCH_LIMIT` results) a search would lose if it showed nothing when weak."""
     records = index_records(benchmark)
     full = _cache(records, vectors)
     queries = benchmark.queries
@@ -319,6 +321,7 @@ def rule_figures(benchmark: Benchmark, vectors: Vectors) -> dict[str, dict[str, 
     weak = {setting: 0 for setting in settings}
     weak_found = {setting: 0 for setting in settings}
     weak_alone = {setting: 0 for setting in settings}
+    weak_ndcg = {setting: 0.0 for setting in settings}
     for query, vector in zip(queries, query_vectors, strict=True):
         for mode, threshold in settings:
             ids = _shown(full, query.text, vector, mode, threshold, LIMIT)
@@ -329,6 +332,8 @@ def rule_figures(benchmark: Benchmark, vectors: Vectors) -> dict[str, dict[str, 
             results, flagged = _searched(full, query.text, vector, mode, threshold)
             weak[mode, threshold] += flagged
             weak_found[mode, threshold] += flagged and any(query.relevance.get(r, 0) > 0 for r in results)
+            if flagged:
+                weak_ndcg[mode, threshold] += ndcg_at(list(dict.fromkeys(results)), query.relevance)
     for fold in range(FOLDS):
         members = [index for index in range(len(queries)) if index % FOLDS == fold]
         answers = {doc for index in members for doc in queries[index].relevance}
@@ -350,6 +355,7 @@ def rule_figures(benchmark: Benchmark, vectors: Vectors) -> dict[str, dict[str, 
             "weak": weak[mode, threshold] / count,
             "weak_found": weak_found[mode, threshold] / count,
             "weak_without_answer": weak_alone[mode, threshold] / count,
+            "weak_ndcg_cost": weak_ndcg[mode, threshold] / count,
         }
         for mode, threshold in settings
     }
@@ -361,14 +367,15 @@ def rule_markdown(name: str, queries: int, figures: dict[str, dict[str, float]])
         f"**{name}** ({queries} queries): the evidence rule as `rag ask` applies it, `--limit {LIMIT}`",
         "",
         "| mode | found | precision | reaches the model without the answer | chunks shown per query | "
-        f"search weak_matches (top {SEARCH_LIMIT}): with the answer / answer shown / without the answer |",
-        "|---|---:|---:|---:|---:|---:|",
+        f"search weak_matches (top {SEARCH_LIMIT}): with the answer / answer shown / without the answer | "
+        "nDCG@10 lost if weak results were dropped |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for setting, row in figures.items():
         lines.append(
             f"| {setting} | {row['found']:.3f} | {row['precision']:.3f} | {row['reaches_without_answer']:.3f} | "
             f"{row['shown_per_query']:.2f} | {row['weak']:.3f} / {row['weak_found']:.3f} / "
-            f"{row['weak_without_answer']:.3f} |"
+            f"{row['weak_without_answer']:.3f} | {row['weak_ndcg_cost']:.4f} |"
         )
     return "\n".join(lines)
 
