@@ -91,6 +91,8 @@ class IndexFeed:
                 the worker's failures; StaleEpoch: the vault changed during the job.
         """
         self.over.check(job, vault)
+        if self.over.last(vault) is not None:
+            await self._still_over(job, vault)
         for _ in range(SYNC_ATTEMPTS * 2):  # each stale answer may be followed by a load
             reply = await job.call(self._index, body)
             if isinstance(reply, w.VectorsWanted):
@@ -165,6 +167,16 @@ class IndexFeed:
                 self.snapshots.changed(vault, job.epoch)
             self.over.within(vault)
             self._resend.get(vault.id, set()).difference_update(resend)
+
+    async def _still_over(self, job: VaultJob, vault: VaultRow) -> None:
+        """A vault found over its limits at an earlier epoch (before a lock, an edit): refuse it without the index
+        worker (restarted by a lock, it would first load its analyser) when its sealed figures still match the
+        records and are still over the limits."""
+        async with self._locks.setdefault(vault.id, trio.Lock()):
+            self.over.check(job, vault)
+            figures = await self.snapshots.sealed_over(vault)
+            if figures is not None and self.over.limits.over(figures):
+                raise self.over.refuse(vault, job.epoch, figures)
 
     async def _restore(self, job: VaultJob, vault: VaultRow) -> dict[str, int] | None:
         """:meth:`IndexSnapshots.restore`, refusing a vault whose snapshot is over the limits: sealed figures still

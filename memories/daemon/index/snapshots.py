@@ -116,6 +116,21 @@ class IndexSnapshots:
         self._discarded.pop(vault.id, None)
         return reply.have
 
+    async def sealed_over(self, vault: VaultRow) -> VaultFigures | None:
+        """The figures sealed for the vault (:meth:`keep_over`) if they match its records now; ``None`` otherwise
+        (no row, a snapshot of a cache, or figures of older records, which are deleted).
+
+        Raises:
+            MemoriesError: the store's failures (``vault_locked``, ...).
+        """
+        if not self.keep:
+            return None
+        opened = await self._store.load_snapshot(vault)
+        if isinstance(opened, str):
+            self._discarded[vault.id] = opened
+            return None
+        return None if opened is None else opened.over
+
     async def keep_over(self, vault: VaultRow, have: dict[str, int], figures: VaultFigures) -> None:
         """Keep the figures of a vault found over its limits, sealed in place of its snapshot, for the records
         ``have`` (nothing is written when they are no longer the vault's). Never raises: they are a cache."""
