@@ -138,19 +138,23 @@ def test_a_second_vault_cannot_take_a_folder_and_device_only_vaults_stay(pair: t
     )  # fmt: skip
 
 
+KILLED_PUSHES = 6
+"""Pushes killed after one payload each (a daemon start and an unlock per kill: about 4 s each on 2 cores)."""
+
+
 def test_a_push_killed_between_payloads_never_leaves_half_a_file(tmp_path: Path) -> None:
     a = with_hooks(_home(tmp_path, "a"), kill_after_payloads=1)
     folder = tmp_path / "shared"
     try:
         initialize(a)
-        for n in range(20):
+        for n in range(KILLED_PUSHES):
             a.ok("memory", "add", "notes", "--title", f"note {n}", "--body", f"body {n} " * 200)
         a.ok("sync", "init", "notes", "--to", str(folder), "--passphrase-stdin", stdin=SYNC_PASSPHRASE)
-        for _ in range(20):
+        for _ in range(KILLED_PUSHES):
             assert a.run("sync", "push", "notes").code != 0  # the daemon died after one payload
             a.start()
             a.ok("unlock", "--passphrase-stdin", stdin=PASSPHRASE + "\n")
-        assert len(list((folder / "payloads").glob("*.rev"))) == 20
+        assert len(list((folder / "payloads").glob("*.rev"))) == KILLED_PUSHES
     finally:
         a.stop()
     b = _home(tmp_path, "b")
@@ -158,7 +162,7 @@ def test_a_push_killed_between_payloads_never_leaves_half_a_file(tmp_path: Path)
         initialize(b, vault="other")
         b.ok("sync", "join", str(folder), "--passphrase-stdin", stdin=SYNC_PASSPHRASE)
         report = b.ok("sync", "pull", "notes")
-        assert report["imported"] == 20 and report["bad"] == []
+        assert report["imported"] == KILLED_PUSHES and report["bad"] == []
     finally:
         b.stop()
 
