@@ -263,7 +263,13 @@ def _shown(
     cache: VaultCache, query: str, vector: np.ndarray, mode: str, threshold: float | None, limit: int
 ) -> list[str]:
     """The record ids of the chunks ``rag ask`` would show for ``query`` (first ``limit``), in rank order."""
-    request = w.IndexQuery(
+    request = _query(query, vector, mode, limit, evidence=w.Evidence(None if mode == "bm25" else threshold))
+    return [hit.asset_id for hit in cache.search(request)]
+
+
+def _query(query: str, vector: np.ndarray, mode: str, limit: int, **extra: Any) -> w.IndexQuery:
+    """The index worker's query of ``query`` in ``mode`` (``vector``: the query's embedding, unused in bm25)."""
+    return w.IndexQuery(
         vault="bench",
         epoch=1,
         query=query,
@@ -274,9 +280,8 @@ def _shown(
         no_rerank=False,
         space=None if mode == "bm25" else SPACE,
         query_vector=None if mode == "bm25" else vector.astype(np.float32).tobytes(),
-        evidence=w.Evidence(None if mode == "bm25" else threshold),
+        **extra,
     )
-    return [hit.asset_id for hit in cache.search(request)]
 
 
 def _searched(
@@ -284,19 +289,7 @@ def _searched(
 ) -> tuple[list[str], bool]:
     """The record ids ``rag search`` shows for ``query`` (:data:`SEARCH_LIMIT`), in rank order, and whether they
     are flagged ``weak_matches`` at evidence cosine ``threshold``."""
-    request = w.IndexQuery(
-        vault="bench",
-        epoch=1,
-        query=query,
-        mode=mode,  # type: ignore[arg-type]
-        match_mode="any",
-        limit=SEARCH_LIMIT,
-        cards_only=False,
-        no_rerank=False,
-        space=None if mode == "bm25" else SPACE,
-        query_vector=None if mode == "bm25" else vector.astype(np.float32).tobytes(),
-        min_similarity=None if mode == "bm25" else threshold,
-    )
+    request = _query(query, vector, mode, SEARCH_LIMIT, min_similarity=None if mode == "bm25" else threshold)
     found = cache.query(request)
     return [hit.asset_id for hit in found.hits], found.weak_matches
 
