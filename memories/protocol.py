@@ -1007,6 +1007,19 @@ class IndexingState(msgspec.Struct):
     seconds_left: float | None = None
 
 
+class BackgroundFailure(msgspec.Struct):
+    """The vault's last background index job that a worker crash ended (issue 29, item 4), in ``rag status`` until a
+    background job of the vault ends well: the job, its error, the retries in a row so far (``attempt`` of
+    ``attempts``), and the job that retries it after a backoff (null: not retried any more after ``attempts``
+    retries; the next change, or ``rag index --background``, tries again)."""
+
+    job_id: int
+    error: ErrorInfo
+    attempt: int
+    retry_job: int | None
+    attempts: int
+
+
 class RagStatusReport(_Result):
     """``rag status``; ``last_build`` is a Unix time in seconds of the last index change, or null."""
 
@@ -1032,6 +1045,9 @@ class RagStatusReport(_Result):
     in memory only (R-19 as written)."""
     indexing: IndexingState | None = None
     """The vault's running index job, if one runs."""
+    background_failure: BackgroundFailure | None = None
+    """The vault's last background index job that a worker crash ended, and its retry (null when none, or once a
+    background job ended well since)."""
     watch_count: int = 0
     """Folders watched into this vault (known while locked too)."""
     watches: list[WatchInfo] = []

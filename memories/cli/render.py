@@ -387,6 +387,14 @@ def rag_status(status: p.RagStatusReport) -> None:
         )
     if status.indexing:
         click.echo(f"indexing   {job_pace(status.indexing)} (job {status.indexing.job_id})")
+    crashed = status.background_failure
+    if crashed:
+        then = (
+            f"job {crashed.retry_job} retries it (attempt {crashed.attempt} of {crashed.attempts})"
+            if crashed.retry_job is not None
+            else f"not retried after {crashed.attempts} attempts: run memories rag index {status.vault} --background"
+        )
+        click.echo(f"failed     background job {crashed.job_id}: {crashed.error.message}; {then}")
     remote = model.remote
     if remote:
         key = remote.api_key_env or "no key"

@@ -17,7 +17,7 @@ the request types it answers) and locks the home::
             ├─ RecentVaults(store), WarmUp(store, indexing, backend)   after unlock: warm caches, embed
             ├─ SearchEmbedding(backend, index_feed, indexing, recent)  default mode, embedding of searches
             ├─ Retrieval(store, jobs, index_feed, backend, search_embedding, index, remote)
-            ├─ IndexStatus(store, jobs, index_feed, backend, index, kept)   rag status
+            ├─ IndexStatus(store, jobs, index_feed, backend, index, kept, indexing)   rag status
             ├─ Asking(store, jobs, retrieval, remote)        rag ask
             ├─ Bench(store, jobs, index_feed, backend, retrieval)   rag bench
             ├─ Ingest(store, jobs, index_feed, epochs, index, indexing.start_reindex)   notes parsed in the index worker
@@ -171,7 +171,7 @@ class Daemon:
         changed = self.indexing.start_reindex
         self.ingest = Ingest(self.store, self.jobs, self.index_feed, self.epochs, self.workers.index, changed)
         self.records = Records(self.store, self.epochs, self.jobs, self.grants, self.workers.index, changed)
-        self.index_status = IndexStatus(store, jobs, self.index_feed, backend, index, self.kept)
+        self.index_status = IndexStatus(store, jobs, self.index_feed, backend, index, self.kept, self.indexing)
         self.tools = Tools(self.store, self.grants, self.retrieval, self.asking, self.index_status)
         between_writes = crash_after(hooks.kill_after_payloads if hooks else None)
         sync = Sync(records, Path(home.root), between_writes)

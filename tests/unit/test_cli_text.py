@@ -177,3 +177,17 @@ def test_rag_status_of_a_vault_over_its_limits_names_the_setting_to_raise(monkey
         "over       14,592 chunks, 20,000,000 bytes of text: over chunks 10,000; searches fail until records are "
         "removed or rag.max_chunks is raised"
     ) in text
+
+
+def test_rag_status_says_a_crash_ended_the_background_job_and_what_follows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 29, item 4: the background job a worker crash ended, and its retry (or that it is not retried)."""
+    error = {"code": "worker_crashed", "message": "the embedding worker was killed by signal 9"}
+    crashed = {"job_id": 3, "error": error, "attempt": 1, "retry_job": 4, "attempts": 5}
+    text = _text(monkeypatch, {**STATUS, "background_failure": crashed}, "rag", "status", "notes")
+    assert (
+        "failed     background job 3: the embedding worker was killed by signal 9; job 4 retries it (attempt 1 of 5)"
+        in text
+    )
+    gave_up = {**crashed, "attempt": 5, "retry_job": None}
+    text = _text(monkeypatch, {**STATUS, "background_failure": gave_up}, "rag", "status", "notes")
+    assert "not retried after 5 attempts: run memories rag index notes --background" in text

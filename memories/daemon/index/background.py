@@ -5,6 +5,14 @@ embedding batches that give way to foreground ones (issue 19).
   goes through it. At most one runs at a time, the others wait as ``queued`` in ``memories jobs`` without holding
   one of the job manager's four running slots; a vault has at most one such job, and a change while it is queued
   or running joins it (the job runs its work once more, the latest work asked for).
+  A job that fails because a worker crashed (``worker_crashed``: the embedding worker killed, out of memory, a
+  ``kill -9``) is not the end of the vault's background work (issue 29, item 4): the queue logs it, keeps it as the
+  vault's :class:`~memories.protocol.BackgroundFailure` (``rag status``), and queues the same work again as a new
+  job at once, which waits :data:`RETRY_FIRST_SECONDS` doubling to :data:`RETRY_MAX_SECONDS` before it starts, at
+  most :data:`RETRY_ATTEMPTS` retries in a row; the worker restarts meanwhile (its own backoff,
+  :mod:`memories.daemon.core.workers`). The retry is the vault's background job while it waits, so a search searches
+  what is embedded and says so instead of embedding the rest itself. A job that ends well clears the failure; a
+  new change (:meth:`BackgroundQueue.submit`) gives the vault its attempts again.
 - :class:`EmbeddingTurns`: a background batch starts only when no foreground embedding (``rag index``, the
   on-demand embedding of a search) is running, and only one background batch is in flight at a time: the
   embedding worker serves requests in order, so a search's query embedding waits behind at most that one batch,
@@ -20,6 +28,7 @@ from typing import Any
 
 import trio
 
+from memories import protocol as p
 from memories.daemon.core.context import StartSoon
 from memories.daemon.core.jobs import JobManager, VaultJob
 from memories.errors import MemoriesError
@@ -29,6 +38,14 @@ from memories.vault.store import VaultRow
 log = logging.getLogger("memories.indexing")
 
 Work = Callable[[VaultJob], Awaitable[Any]]
+
+RETRY_FIRST_SECONDS = 1.0
+"""The wait before the first retry of a background job a worker crash ended; it doubles with each crash in a row."""
+RETRY_MAX_SECONDS = 30.0
+"""The longest wait before a retry."""
+RETRY_ATTEMPTS = 5
+"""Retries in a row of a vault's background job; a crash after them is not retried until the next change (or
+``rag index --background``)."""
 
 
 class BackgroundQueue:
@@ -45,6 +62,8 @@ class BackgroundQueue:
         self._by_vault: dict[str, VaultJob] = {}
         self._again: dict[str, Work] = {}
         self._turn = trio.Lock()
+        self._failures: dict[str, p.BackgroundFailure] = {}
+        self._crashes: dict[str, int] = {}
 
     def submit(self, vault: VaultRow, work: Work) -> VaultJob:
         """Run ``work`` as the vault's background index job; when one is queued or running already, it runs
@@ -53,10 +72,18 @@ class BackgroundQueue:
         if job is not None and job.active:
             self._again[vault.id] = work
             return job
+        self._crashes.pop(vault.id, None)  # a change: the vault has its retries again
+        return self._queue(vault, work, 0.0)
+
+    def failure(self, vault_id: str) -> p.BackgroundFailure | None:
+        """The last background job of the vault that a crash ended, until one ends well (``rag status``)."""
+        return self._failures.get(vault_id)
+
+    def _queue(self, vault: VaultRow, work: Work, delay: float) -> VaultJob:
         job = self._jobs.new_job("index", vault.id, vault.name, epoch_checked=False)
         job.background = True
         self._by_vault[vault.id] = job
-        self._start_soon(self._run, job, vault.id, work)
+        self._start_soon(self._run, job, vault, work, delay)
         return job
 
     def running(self, vault_id: str) -> VaultJob | None:
@@ -64,7 +91,9 @@ class BackgroundQueue:
         job = self._by_vault.get(vault_id)
         return job if job is not None and job.active else None
 
-    async def _run(self, job: VaultJob, vault_id: str, work: Work) -> None:
+    async def _run(self, job: VaultJob, vault: VaultRow, work: Work, delay: float) -> None:
+        vault_id = vault.id
+
         async def rounds(job: VaultJob) -> Any:
             result, current = None, work
             while True:
@@ -74,15 +103,44 @@ class BackgroundQueue:
                     return result
                 current = following
 
+        if delay:
+            await trio.sleep(delay)  # queued meanwhile: a cut (lock, jobs cancel) ends it at once in jobs.run
         async with self._turn:  # a job cut while queued (lock, jobs cancel) ends at once in jobs.run
             try:
                 await self._jobs.run(job, rounds)
+                self._failures.pop(vault_id, None)
+                self._crashes.pop(vault_id, None)
             except MemoriesError as exc:
-                log.info("background job %s ended: %s", job.id, exc.code)
+                if exc.code == "worker_crashed":  # not a cut: lock and cancel end a job with their own code
+                    self._crashed(job, vault, self._again.get(vault_id) or work, exc)
+                else:
+                    log.info("background job %s ended: %s", job.id, exc.code)
             except Exception as exc:  # recorded as internal_error by the job manager; the daemon must keep serving
                 log_failure(log, f"background job {job.id} failed", exc)
             finally:
                 self._again.pop(vault_id, None)
+
+    def _crashed(self, job: VaultJob, vault: VaultRow, work: Work, exc: MemoriesError) -> None:
+        """A worker crash ended ``job``: queue ``work`` again after the backoff, or give up after
+        :data:`RETRY_ATTEMPTS` crashes in a row; either way logged and kept for ``rag status``."""
+        crashes = self._crashes.get(vault.id, 0) + 1
+        self._crashes[vault.id] = crashes
+        error = p.ErrorInfo(code=exc.code, message=exc.message)
+        if crashes > RETRY_ATTEMPTS:
+            log.warning(
+                "background index job %s of vault %s failed (%s); not retried after %d crashes in a row: "
+                "run `memories rag index %s --background`",
+                job.id, vault.id, exc.message, RETRY_ATTEMPTS, vault.name,
+            )  # fmt: skip
+            self._failures[vault.id] = p.BackgroundFailure(job.id, error, crashes - 1, None, RETRY_ATTEMPTS)
+            return
+        delay = min(RETRY_FIRST_SECONDS * 2 ** (crashes - 1), RETRY_MAX_SECONDS)
+        retry = self._queue(vault, work, delay)
+        log.warning(
+            "background index job %s of vault %s failed (%s); job %s retries it in %g s (attempt %d of %d)",
+            job.id, vault.id, exc.message, retry.id, delay, crashes, RETRY_ATTEMPTS,
+        )  # fmt: skip
+        self._failures[vault.id] = p.BackgroundFailure(job.id, error, crashes, retry.id, RETRY_ATTEMPTS)
 
 
 class EmbeddingTurns:

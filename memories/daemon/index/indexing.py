@@ -145,6 +145,10 @@ class Indexing:
         """The vault's background index job, while it is queued or running."""
         return self._queue.running(vault.id)
 
+    def background_failure(self, vault_id: str) -> p.BackgroundFailure | None:
+        """The vault's last background index job a worker crash ended, and its retry (issue 29, item 4)."""
+        return self._queue.failure(vault_id)
+
     def _keep_up(self, vault: VaultRow, embeds: bool) -> Work:
         async def work(job: VaultJob) -> p.IndexReport | None:
             await self._index_feed.refresh(job, vault)

@@ -15,6 +15,7 @@ from memories.daemon.core.store_gate import StoreGate
 from memories.daemon.core.workers import WorkerHandle
 from memories.daemon.index.backends import EmbeddingBackend
 from memories.daemon.index.feed import IndexFeed
+from memories.daemon.index.indexing import Indexing
 from memories.daemon.index.kept_vectors import KeptVectors
 from memories.limits import MAX_CACHED_VAULTS, IndexLimits
 
@@ -35,7 +36,7 @@ class IndexStatus:
     Args:
         store: the store gate; jobs: the job queue (the vault's index job); index_feed: the index worker's caches (a
         vault over its limits); backend: the embedding backend; index: the index worker; kept: the vectors kept
-        in the home (where, and rows found damaged).
+        in the home (where, and rows found damaged); indexing: the background index jobs (one a crash ended).
     """
 
     def __init__(
@@ -46,6 +47,7 @@ class IndexStatus:
         backend: EmbeddingBackend,
         index: WorkerHandle,
         kept: KeptVectors,
+        indexing: Indexing,
     ) -> None:
         self._store = store
         self._jobs = jobs
@@ -53,6 +55,7 @@ class IndexStatus:
         self._backend = backend
         self._index = index
         self._kept = kept
+        self._indexing = indexing
 
     def handlers(self) -> Handlers:
         """The requests this module answers."""
@@ -97,11 +100,12 @@ class IndexStatus:
             vector_bytes=reply.vector_bytes,
             failed=reply.failed,
             vectors="sealed in the home" if self._kept.keep else "memory only",
-            indexing=self._indexing(vault.id),
+            indexing=self._running(vault.id),
             over_limit=None if too_large is None else p.ErrorInfo(too_large.code, too_large.message, too_large.details),
+            background_failure=self._indexing.background_failure(vault.id),
         )
 
-    def _indexing(self, vault_id: str) -> p.IndexingState | None:
+    def _running(self, vault_id: str) -> p.IndexingState | None:
         """The vault's running index job (the first, when several run), as ``rag status`` shows it."""
         for job in self._jobs.active_jobs("index", vault_id):
             if job.state == "running":

@@ -100,7 +100,14 @@ class SearchEmbedding:
         index job runs; then say how much of the vault the search covers."""
         running = self._indexing.background_job(vault)
         if running is None:
-            await self._indexing.embed_missing(job, vault, space)
+            report = await self._indexing.embed_missing(job, vault, space)
+            failure = self._indexing.background_failure(vault.id)
+            if failure is not None and report.embedded_now:  # the work of a background job that gave up
+                ctx.warn(
+                    f"this search embedded {report.embedded_now:,} chunks itself: background index job "
+                    f"{failure.job_id} failed ({failure.error.message}) and is not retried after {failure.attempt} "
+                    f"attempts; run `memories rag index {vault.name} --background` to embed the rest in the background"
+                )
             return
         missing = await self._missing(job, vault, space)
         if missing.total_missing:
