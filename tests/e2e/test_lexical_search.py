@@ -63,6 +63,7 @@ STATUS_KEYS = {
     "watch_count",
     "watches",
     "over_limit",
+    "background_failure",
 }
 MAX_CHUNK_CODE_POINTS = 768
 
