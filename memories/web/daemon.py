@@ -25,6 +25,10 @@ from memories.web.gate import Receive
 
 R = TypeVar("R")
 
+SILENCE_SECONDS = p.SILENCE_SECONDS
+"""Seconds without a frame from the daemon (it sends a heartbeat every second) before a call fails with
+``daemon_unresponsive``: the protocol's (a test lengthens it, to tell a hang-up from that timeout)."""
+
 
 class _Closable(Client):
     """A :class:`Client` whose sockets another thread can shut down (:meth:`close`); once closed it opens none."""
@@ -65,7 +69,9 @@ async def call(home: Home, request: p.ClientRequest[R]) -> Answer[R]:
     """
     client = _Closable(home)
     try:
-        return await anyio.to_thread.run_sync(functools.partial(client.request, request), abandon_on_cancel=True)
+        return await anyio.to_thread.run_sync(
+            functools.partial(client.request, request, timeout=SILENCE_SECONDS), abandon_on_cancel=True
+        )
     except anyio.get_cancelled_exc_class():
         client.close()
         raise

@@ -133,6 +133,8 @@ def test_search_with_a_filter_and_a_mode_then_open_at_the_span(web: Web) -> None
     hit = WebDriverWait(browser, 30).until(lambda b: b.find_elements(By.ID, "hit"))
     assert "公园" in hit[0].text or "公園" in hit[0].text
     assert browser.current_url.endswith("#hit")
+    in_view = "const r = arguments[0].getBoundingClientRect(); return r.top >= 0 && r.top < window.innerHeight;"
+    assert browser.execute_script(in_view, hit[0])  # the page opened at the passage
     web.shot("note")
 
 

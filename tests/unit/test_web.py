@@ -5,12 +5,15 @@ inert, the daemon's errors on a page)."""
 from __future__ import annotations
 
 import re
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import trio
 
+import memories.web.daemon
 from memories import protocol as p
 from memories.errors import MemoriesError
 from memories.paths import Home
@@ -183,3 +186,59 @@ async def test_language_follows_the_browser_and_the_switch(tmp_path: Path) -> No
         assert switched.headers["location"] == "/" and "HttpOnly; SameSite=Strict" in switched.headers["set-cookie"]
         english = await client.get("/search", headers={"Accept-Language": "zh-TW"})
         assert '<html lang="en">' in english.text
+
+
+async def test_a_browser_that_hangs_up_on_an_ask_hangs_up_on_the_daemon(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cancel on the ask page (the browser closes its connection): the server closes its daemon socket, where the
+    daemon cancels the ask job; the fake daemon's answer never comes (and the client's silence timeout is an hour),
+    so only the hang-up ends the request."""
+    monkeypatch.setattr(memories.web.daemon, "SILENCE_SECONDS", 3600.0)
+
+    async def answer(request: p.Request) -> Any:
+        if isinstance(request, p.RagAsk):
+            await trio.sleep_forever()
+        return _answer(request)
+
+    async with fake_daemon(tmp_path, answer) as daemon:
+        access = Access()
+        session = access.redeem(access.token)
+        assert session is not None
+        body = urllib.parse.urlencode({"csrf": session.csrf, "vault": "notes", "question": "公园"}).encode()
+        asked, left = trio.Event(), trio.Event()
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            if not sent:
+                sent.append({})
+                return {"type": "http.request", "body": body, "more_body": False}
+            await left.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: Any) -> None:
+            sent.append(message)
+
+        async def leave() -> None:
+            while not any(isinstance(request, p.RagAsk) for request in daemon.requests):
+                await trio.sleep(0.01)
+            asked.set()
+            left.set()
+
+        headers = [
+            (b"host", f"127.0.0.1:{PORT}".encode()),
+            (b"origin", BASE.encode()),
+            (b"cookie", f"memories_session={session.cookie}".encode()),
+            (b"content-type", b"application/x-www-form-urlencoded"),
+        ]
+        scope = {
+            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
+            "path": "/ask", "raw_path": b"/ask", "query_string": b"", "root_path": "", "headers": headers,
+            "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", PORT),
+        }  # fmt: skip
+        with trio.fail_after(30):  # a deadline for a hang, not a timing assertion
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(leave)
+                await build(daemon.home, PORT, access)(scope, receive, send)
+            await daemon.hung_up.wait()
+    assert asked.is_set() and sent[1]["status"] == 204
